@@ -1,0 +1,42 @@
+/**
+ * The `rollout` command line. Bad input and missing prerequisites print one
+ * clear message and exit 2; anything else unexpected exits 1.
+ */
+import { TemporalBinaryError } from '../../workers/temporalBinary.js';
+import { serverCommand, serverUsage } from './serverCommand.js';
+import { UsageError } from './usageError.js';
+
+const commands: Record<string, { run: (argv: string[]) => Promise<number>; usage: string }> = {
+  server: { run: serverCommand, usage: serverUsage },
+};
+
+const usage = `usage: rollout <command> [options]\n\ncommands:\n${Object.values(commands)
+  .map((c) => `  ${c.usage.split('\n').join('\n  ')}`)
+  .join('\n\n')}\n`;
+
+async function main(argv: string[]): Promise<number> {
+  const [name, ...rest] = argv;
+  if (!name || name === '--help' || name === '-h' || name === 'help') {
+    process.stdout.write(usage);
+    return name ? 0 : 2;
+  }
+  const command = commands[name];
+  if (!command) throw new UsageError(`unknown command ${JSON.stringify(name)}; known: ${Object.keys(commands).join(', ')}`);
+  return command.run(rest);
+}
+
+function isArgParseError(err: unknown): err is Error & { code: string } {
+  return err instanceof Error && 'code' in err && typeof err.code === 'string' && err.code.startsWith('ERR_PARSE_ARGS');
+}
+
+try {
+  process.exitCode = await main(process.argv.slice(2));
+} catch (err) {
+  if (err instanceof UsageError || err instanceof TemporalBinaryError || isArgParseError(err)) {
+    process.stderr.write(`rollout: ${err.message}\n`);
+    process.exitCode = 2;
+  } else {
+    process.stderr.write(`rollout: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exitCode = 1;
+  }
+}

@@ -1,0 +1,61 @@
+// ESLint flat config: typescript-eslint with type information everywhere, and
+// the workflow sandbox rules for every file under a `workflows/` folder.
+import { builtinModules } from 'node:module';
+import tseslint from 'typescript-eslint';
+
+const nodeBuiltins = [...new Set(builtinModules.map((m) => m.replace(/^node:/, '')))];
+
+/** Workflow code runs in Temporal's deterministic sandbox: no Node built-ins, no activity code. */
+const workflowSandboxRules = {
+  '@typescript-eslint/no-restricted-imports': [
+    'error',
+    {
+      paths: nodeBuiltins.map((name) => ({
+        name,
+        message: 'Workflow code runs in a deterministic sandbox: no Node built-ins. Do this in an activity.',
+      })),
+      patterns: [
+        {
+          group: ['node:*'],
+          message: 'Workflow code runs in a deterministic sandbox: no Node built-ins. Do this in an activity.',
+        },
+        {
+          group: ['**/activities', '**/activities/**'],
+          allowTypeImports: true,
+          message: 'Workflows import activities as types only (`import type`) and call them through proxyActivities.',
+        },
+        {
+          group: ['**/workers/**', '**/client/**'],
+          allowTypeImports: true,
+          message: 'Workflow code may not import worker or client code; only shared/ and @temporalio/workflow.',
+        },
+      ],
+    },
+  ],
+};
+
+export default tseslint.config(
+  { ignores: ['node_modules/**', 'test-output/**', 'test/fixtures/lint-violations/**', 'client/bin/**', 'eslint.config.js'] },
+  ...tseslint.configs.recommendedTypeChecked,
+  {
+    languageOptions: {
+      parserOptions: {
+        projectService: true,
+        tsconfigRootDir: import.meta.dirname,
+      },
+    },
+    rules: {
+      '@typescript-eslint/no-floating-promises': 'error',
+      '@typescript-eslint/no-misused-promises': 'error',
+      '@typescript-eslint/no-explicit-any': 'error',
+      // Activity and provider interfaces are async by contract even where one implementation needs no await.
+      '@typescript-eslint/require-await': 'off',
+      '@typescript-eslint/consistent-type-imports': 'error',
+      '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_' }],
+    },
+  },
+  {
+    files: ['**/workflows/**/*.ts'],
+    rules: workflowSandboxRules,
+  },
+);
