@@ -1,0 +1,597 @@
+/**
+ * The local sandbox provider: one sandbox = Linux namespaces (pid, mount, net,
+ * ipc, uts, cgroup) built by bubblewrap, over a private overlayfs whose lower
+ * layer is the task's starting files and whose upper layer is a size-limited
+ * tmpfs. The host's /usr is the read-only toolchain; nothing else of the host
+ * (/root, /home, the checkout, the worker's environment) is visible.
+ *
+ * Lifecycle of one sandbox:
+ *   provision: record on disk -> cgroup -> `unshare --mount` (private mount
+ *              namespace) mounts tmpfs + overlay -> exec bwrap -> pid 1 inside
+ *              reports ready. The overlay lives only in that private namespace,
+ *              so it disappears with the sandbox and never shows on the host.
+ *   exec:      nsenter into the namespaces of pid 1, drop every capability
+ *              (setpriv), clear the environment (env -i), bound the runtime
+ *              (timeout kills the command's process group).
+ *   teardown:  SIGKILL pid 1 (the kernel kills the whole pid namespace), kill
+ *              whatever the cgroup still holds, remove cgroups and the state
+ *              directory. Idempotent and safe to run concurrently.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { constants as osConstants, hostname } from 'node:os';
+import type { Readable } from 'node:stream';
+import { join } from 'node:path';
+import { ClassifiedError } from '../../../shared/failures.js';
+import {
+  LocalSandboxHandleSchema,
+  SandboxSpecSchema,
+  type EnforcedLimits,
+  type ExecOptions,
+  type ExecResult,
+  type LocalSandboxHandle,
+  type ProvisionResult,
+  type ReadFileOptions,
+  type SandboxHandle,
+  type SandboxProvider,
+  type SandboxRecord,
+  type SandboxSpec,
+  type TeardownReport,
+} from '../../../shared/sandbox.js';
+import { BoundedOutput } from '../boundedOutput.js';
+import { cgroupPids, createSandboxCgroup, killCgroupProcesses, removeCgroups, type CgroupPlacement } from './cgroups.js';
+import { checkHostCapabilities, DEFAULT_HOST_PROGRAMS, type HostPrograms } from './hostCapabilities.js';
+import { isSameProcess, namespaceOf, processesInNamespace, processStartTime } from './procfs.js';
+import { SandboxRegistry, type StoredRecord } from './sandboxRegistry.js';
+
+export interface LocalSandboxProviderOptions {
+  /** Where sandbox state directories and records live. */
+  stateRoot?: string;
+  programs?: Partial<HostPrograms>;
+  /** cgroup filesystem root; tests point it elsewhere to exercise the rlimit fallback. */
+  cgroupRoot?: string;
+  /** Writable layer size when the spec sets no diskMb. */
+  defaultDiskMb?: number;
+  defaultExecTimeoutMs?: number;
+  defaultMaxOutputBytes?: number;
+  /** Largest file writeFile accepts and readFile returns by default. */
+  maxFileBytes?: number;
+  provisionTimeoutMs?: number;
+}
+
+export const DEFAULT_STATE_ROOT = '/var/lib/rollout-pipeline/sandboxes';
+const SANDBOX_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+/** Grace between SIGTERM and SIGKILL for a command that ran out of time. */
+const KILL_AFTER_MS = 2_000;
+
+/** Shell run by `unshare --mount`: mounts the writable layer and overlay in the private namespace, then becomes bwrap. */
+const MOUNT_SCRIPT = [
+  'set -e',
+  'state=$1; lower=$2; size=$3; shift 3',
+  'mount -t tmpfs -o "size=$size,mode=0755" rollout-rw "$state/rw"',
+  'mkdir "$state/rw/upper" "$state/rw/work"',
+  'mount -t overlay overlay -o "lowerdir=$lower,upperdir=$state/rw/upper,workdir=$state/rw/work" "$state/merged"',
+  'exec "$@"',
+].join('\n');
+
+/** Joins the sandbox's cgroups (paths in ROLLOUT_CGROUP_PROCS), then becomes the given command. */
+const JOIN_CGROUP_SCRIPT = 'for f in $ROLLOUT_CGROUP_PROCS; do echo $$ > "$f" || exit 97; done; unset ROLLOUT_CGROUP_PROCS; exec "$@"';
+
+/** The sandbox's pid 2: tells the host it is up (fd 4), then idles until teardown. */
+const KEEPER_SCRIPT = 'echo ready >&4; exec 4>&-; exec sleep infinity';
+
+const PASSWD = 'root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n';
+const GROUP = 'root:x:0:\nnogroup:x:65534:\n';
+const HOSTS = '127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n';
+/** Host /etc entries that programs need and that say nothing about the host. */
+const HOST_ETC_ENTRIES = ['ld.so.cache', 'ld.so.conf', 'ld.so.conf.d', 'alternatives', 'nsswitch.conf', 'localtime', 'ssl', 'ca-certificates', 'mime.types', 'python3', 'python3.11', 'bash.bashrc', 'inputrc', 'profile'];
+
+function sandboxError(type: 'provision_failed' | 'provision_timeout' | 'sandbox_lost' | 'exec_transport', message: string, cause?: unknown): ClassifiedError<'infra'> {
+  return new ClassifiedError('infra', type, message, cause === undefined ? undefined : { cause });
+}
+
+function readTail(file: string, max = 2000): string {
+  try {
+    const text = readFileSync(file, 'utf8').trim();
+    return text.length > max ? `...${text.slice(-max)}` : text;
+  } catch {
+    return '';
+  }
+}
+
+/** Teardown could not finish yet; the record stays on disk so a retry (or the reaper) completes it. */
+export class TeardownIncompleteError extends Error {
+  override readonly name = 'TeardownIncompleteError';
+}
+
+export class LocalSandboxProvider implements SandboxProvider {
+  readonly name = 'local';
+  readonly registry: SandboxRegistry;
+  private readonly programs: HostPrograms;
+  private readonly cgroupRoot: string;
+  private readonly defaultDiskMb: number;
+  private readonly defaultExecTimeoutMs: number;
+  private readonly defaultMaxOutputBytes: number;
+  private readonly maxFileBytes: number;
+  private readonly provisionTimeoutMs: number;
+  private readonly host = hostname();
+  private readonly etcDir: string;
+  private capabilitiesChecked = false;
+
+  constructor(options: LocalSandboxProviderOptions = {}) {
+    this.registry = new SandboxRegistry(options.stateRoot ?? process.env.ROLLOUT_SANDBOX_ROOT ?? DEFAULT_STATE_ROOT);
+    this.programs = { ...DEFAULT_HOST_PROGRAMS, ...options.programs };
+    this.cgroupRoot = options.cgroupRoot ?? '/sys/fs/cgroup';
+    this.defaultDiskMb = options.defaultDiskMb ?? 1024;
+    this.defaultExecTimeoutMs = options.defaultExecTimeoutMs ?? 10 * 60 * 1000;
+    this.defaultMaxOutputBytes = options.defaultMaxOutputBytes ?? 1024 * 1024;
+    this.maxFileBytes = options.maxFileBytes ?? 64 * 1024 * 1024;
+    this.provisionTimeoutMs = options.provisionTimeoutMs ?? 15_000;
+    this.etcDir = join(this.registry.root, '.etc');
+  }
+
+  private ensureHost(): void {
+    if (this.capabilitiesChecked) return;
+    checkHostCapabilities(this.programs);
+    mkdirSync(this.etcDir, { recursive: true });
+    writeFileSync(join(this.etcDir, 'passwd'), PASSWD);
+    writeFileSync(join(this.etcDir, 'group'), GROUP);
+    writeFileSync(join(this.etcDir, 'hosts'), HOSTS);
+    writeFileSync(join(this.etcDir, 'hostname'), 'sandbox\n');
+    this.capabilitiesChecked = true;
+  }
+
+  async provision(input: SandboxSpec): Promise<ProvisionResult> {
+    const parsed = SandboxSpecSchema.safeParse(input);
+    if (!parsed.success) {
+      throw new ClassifiedError('task', 'invalid_spec', `sandbox spec: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+    }
+    const spec = parsed.data;
+    this.ensureHost();
+    const lower = spec.environmentDir;
+    if (!lower.startsWith('/') || /[,:\n]/.test(lower)) {
+      throw new ClassifiedError('task', 'invalid_spec', `sandbox spec: environmentDir ${JSON.stringify(lower)} must be an absolute path without ',' ':' or newlines (overlayfs cannot take them)`);
+    }
+    let isDir = false;
+    try {
+      isDir = statSync(lower).isDirectory();
+    } catch {
+      // reported below
+    }
+    if (!isDir) throw new ClassifiedError('task', 'invalid_spec', `sandbox spec: environmentDir ${lower} is not a directory; create it (an empty one is fine) or fix the task's environment/ path`);
+
+    const id = `sbx-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+    const stateDir = this.registry.stateDir(id);
+    mkdirSync(join(stateDir, 'rw'), { recursive: true });
+    mkdirSync(join(stateDir, 'merged'));
+    const now = Date.now();
+    const record: StoredRecord = {
+      id,
+      provider: 'local',
+      owner: spec.owner,
+      labels: spec.labels,
+      createdAt: new Date(now).toISOString(),
+      leaseExpiresAt: new Date(now + spec.leaseMs).toISOString(),
+      stateDir,
+      launcherPid: null,
+      cgroupDirs: [],
+      handle: null,
+    };
+    this.registry.write(record);
+
+    try {
+      return await this.launch(spec, id, stateDir, record);
+    } catch (err) {
+      await this.teardown(id).catch(() => undefined);
+      if (err instanceof ClassifiedError) throw err;
+      throw sandboxError('provision_failed', `local sandbox ${id}: ${err instanceof Error ? err.message : String(err)}`, err);
+    }
+  }
+
+  private async launch(spec: ReturnType<typeof SandboxSpecSchema.parse>, id: string, stateDir: string, record: StoredRecord): Promise<ProvisionResult> {
+    const diskMb = spec.limits.diskMb ?? this.defaultDiskMb;
+    const cgroup: CgroupPlacement | undefined = createSandboxCgroup(id, spec.limits, this.cgroupRoot);
+    record.cgroupDirs = cgroup?.dirs ?? [];
+    this.registry.write(record);
+    const enforcedLimits: EnforcedLimits = {
+      memory: cgroup?.memory ?? (spec.limits.memoryMb === undefined ? 'not-requested' : 'rlimit'),
+      // RLIMIT_NPROC counts every process of the uid host-wide: useless for root, so not claimed.
+      pids: cgroup?.pids ?? (spec.limits.pids === undefined ? 'not-requested' : 'not-enforced'),
+      cpu: cgroup?.cpu ?? (spec.limits.cpus === undefined ? 'not-requested' : 'not-enforced'),
+      disk: 'tmpfs-size',
+    };
+    const rlimitPrefix = this.rlimitPrefix(spec.limits.memoryMb, enforcedLimits);
+
+    const bwrapArgs = this.bwrapArgs(spec, stateDir, diskMb);
+    const argv = [
+      ...this.cgroupJoinPrefix(cgroup),
+      ...rlimitPrefix,
+      this.programs.unshare, '--mount', '--propagation', 'private', '--',
+      this.programs.sh, '-c', MOUNT_SCRIPT, 'rollout-sandbox-mount', stateDir, spec.environmentDir, `${diskMb}m`,
+      this.programs.bwrap, ...bwrapArgs,
+    ];
+    const logFile = join(stateDir, 'launch.log');
+    const logFd = openSync(logFile, 'a');
+    let child: ChildProcess;
+    try {
+      child = spawn(argv[0] as string, argv.slice(1), {
+        detached: true,
+        stdio: ['ignore', logFd, logFd, 'pipe', 'pipe'],
+        env: { PATH: SANDBOX_PATH, ROLLOUT_CGROUP_PROCS: cgroup?.procFiles.join(' ') ?? '' },
+      });
+    } finally {
+      closeSync(logFd);
+    }
+    record.launcherPid = child.pid ?? null;
+    this.registry.write(record);
+
+    // Extra stdio entries are duplex pipes; the launcher only writes to them.
+    const info = child.stdio[3] as Readable | null;
+    const ready = child.stdio[4] as Readable | null;
+    if (!info || !ready) throw sandboxError('provision_failed', `local sandbox ${id}: launcher has no status pipes`);
+    let infoText = '';
+    info.setEncoding('utf8');
+    info.on('data', (d: string) => (infoText += d));
+    let readyText = '';
+    ready.setEncoding('utf8');
+    ready.on('data', (d: string) => (readyText += d));
+
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        reject(sandboxError('provision_timeout', `local sandbox ${id} did not come up within ${this.provisionTimeoutMs} ms; launcher log: ${readTail(logFile) || '(empty)'}`));
+      }, this.provisionTimeoutMs);
+      const onExit = (code: number | null, signal: NodeJS.Signals | null): void => {
+        clearTimeout(timer);
+        reject(sandboxError('provision_failed', `local sandbox ${id}: launcher exited (${signal ?? `code ${code}`}) before the sandbox was up: ${readTail(logFile) || '(no output)'}`));
+      };
+      child.once('exit', onExit);
+      child.once('error', (err) => {
+        clearTimeout(timer);
+        reject(sandboxError('provision_failed', `local sandbox ${id}: cannot start ${argv[0]}: ${err.message}`, err));
+      });
+      ready.on('data', () => {
+        if (!readyText.includes('ready')) return;
+        clearTimeout(timer);
+        child.off('exit', onExit);
+        resolve();
+      });
+    });
+    // bwrap writes the info JSON before starting the command, so it is complete by now.
+    const childPid = (JSON.parse(infoText) as { 'child-pid'?: number })['child-pid'];
+    info.destroy();
+    ready.destroy();
+    child.unref();
+    if (typeof childPid !== 'number') throw sandboxError('provision_failed', `local sandbox ${id}: bwrap reported no child pid (${infoText})`);
+    const pidStartTime = processStartTime(childPid);
+    if (pidStartTime === undefined) throw sandboxError('provision_failed', `local sandbox ${id}: its init (pid ${childPid}) died at start; ${readTail(logFile)}`);
+
+    const handle: LocalSandboxHandle = {
+      provider: 'local',
+      id,
+      host: this.host,
+      pid: childPid,
+      pidStartTime,
+      workdir: spec.workdir,
+      stateDir,
+      cgroupProcFiles: cgroup?.procFiles ?? [],
+      memoryRlimitBytes: enforcedLimits.memory === 'rlimit' && spec.limits.memoryMb !== undefined ? spec.limits.memoryMb * 1024 * 1024 : null,
+    };
+    record.handle = handle;
+    this.registry.write(record);
+    return { handle, enforcedLimits };
+  }
+
+  private cgroupJoinPrefix(cgroup: CgroupPlacement | undefined): string[] {
+    if (!cgroup || cgroup.procFiles.length === 0) return [];
+    return [this.programs.sh, '-c', JOIN_CGROUP_SCRIPT, 'rollout-join-cgroup'];
+  }
+
+  private rlimitPrefix(memoryMb: number | undefined, enforced: EnforcedLimits): string[] {
+    if (enforced.memory !== 'rlimit' || memoryMb === undefined) return [];
+    return [this.programs.prlimit, `--as=${memoryMb * 1024 * 1024}`, '--'];
+  }
+
+  private bwrapArgs(spec: ReturnType<typeof SandboxSpecSchema.parse>, stateDir: string, diskMb: number): string[] {
+    const args = ['--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--hostname', 'sandbox'];
+    if (spec.network === 'none') args.push('--unshare-net');
+    args.push('--ro-bind', '/usr', '/usr');
+    for (const link of ['bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32']) {
+      const target = `/${link}`;
+      let isLink = false;
+      try {
+        isLink = statSync(target).isDirectory();
+      } catch {
+        continue;
+      }
+      // Merged-/usr hosts (Debian 12) have these as symlinks into /usr; others get a read-only bind.
+      if (isLink) args.push('--ro-bind', target, target);
+    }
+    args.push('--perms', '0755', '--dir', '/etc');
+    for (const name of ['passwd', 'group', 'hosts', 'hostname']) args.push('--ro-bind', join(this.etcDir, name), `/etc/${name}`);
+    for (const name of HOST_ETC_ENTRIES) args.push('--ro-bind-try', `/etc/${name}`, `/etc/${name}`);
+    args.push('--proc', '/proc', '--dev', '/dev');
+    args.push('--size', String(diskMb * 1024 * 1024), '--tmpfs', '/tmp');
+    args.push('--tmpfs', '/root');
+    args.push('--tmpfs', '/logs', '--dir', '/logs/agent', '--dir', '/logs/verifier');
+    args.push('--bind', join(stateDir, 'merged'), spec.workdir);
+    args.push('--remount-ro', '/');
+    args.push('--clearenv', '--setenv', 'PATH', SANDBOX_PATH, '--setenv', 'HOME', '/root');
+    args.push('--chdir', spec.workdir, '--cap-drop', 'ALL', '--info-fd', '3');
+    args.push('--', this.programs.sh, '-c', KEEPER_SCRIPT);
+    return args;
+  }
+
+  private parseHandle(handle: SandboxHandle): LocalSandboxHandle {
+    const parsed = LocalSandboxHandleSchema.safeParse(handle);
+    if (!parsed.success) throw sandboxError('exec_transport', `not a local sandbox handle: ${parsed.error.message}`);
+    const h = parsed.data;
+    if (h.host !== this.host) {
+      throw sandboxError('exec_transport', `sandbox ${h.id} lives on host ${h.host}; this is ${this.host}. Route the call to that host's task queue.`);
+    }
+    if (!isSameProcess(h.pid, h.pidStartTime)) {
+      throw sandboxError('sandbox_lost', `sandbox ${h.id} is gone: its init process (pid ${h.pid}) no longer runs`);
+    }
+    return h;
+  }
+
+  /**
+   * argv that runs `inner` inside the sandbox: join its cgroups, enter its
+   * namespaces and root (nsenter), drop every capability (setpriv), apply the
+   * rlimit fallback. The environment is exactly what `run` passes to spawn.
+   */
+  private enterArgv(h: LocalSandboxHandle, inner: string[]): string[] {
+    return [
+      ...(h.cgroupProcFiles.length > 0 ? [this.programs.sh, '-c', JOIN_CGROUP_SCRIPT, 'rollout-join-cgroup'] : []),
+      this.programs.nsenter, '-t', String(h.pid), '-m', '-p', '-n', '-i', '-u', '-r', '-w', '--',
+      this.programs.setpriv, '--bounding-set=-all', '--inh-caps=-all', '--no-new-privs', '--',
+      ...(h.memoryRlimitBytes !== null ? [this.programs.prlimit, `--as=${h.memoryRlimitBytes}`, '--'] : []),
+      ...inner,
+    ];
+  }
+
+  /**
+   * Runs `inner` in the sandbox. The command gets its own process group (the
+   * spawned nsenter leads a new session), so on timeout the host signals the
+   * whole group: SIGTERM, then SIGKILL after a grace period. A process that
+   * called setsid itself keeps running until teardown, as documented.
+   */
+  private async run(
+    h: LocalSandboxHandle,
+    inner: string[],
+    options: { env: Record<string, string>; stdin?: string | Uint8Array; maxOutputBytes: number; timeoutMs: number },
+  ): Promise<{ exitCode: number; stdout: BoundedOutput; stderr: BoundedOutput; durationMs: number; timedOut: boolean }> {
+    const argv = this.enterArgv(h, inner);
+    const started = performance.now();
+    const child = spawn(argv[0] as string, argv.slice(1), {
+      stdio: ['pipe', 'pipe', 'pipe'],
+      detached: true,
+      env: {
+        PATH: SANDBOX_PATH,
+        HOME: '/root',
+        USER: 'root',
+        LANG: 'C.UTF-8',
+        TERM: 'dumb',
+        ...options.env,
+        ...(h.cgroupProcFiles.length > 0 ? { ROLLOUT_CGROUP_PROCS: h.cgroupProcFiles.join(' ') } : {}),
+      },
+    });
+    const stdout = new BoundedOutput(options.maxOutputBytes);
+    const stderr = new BoundedOutput(options.maxOutputBytes);
+    stdout.attach(child.stdout);
+    stderr.attach(child.stderr);
+    child.stdin.on('error', () => undefined); // the command may exit without reading its stdin
+    child.stdin.end(options.stdin ?? '');
+
+    let timedOut = false;
+    const signalGroup = (signal: NodeJS.Signals): void => {
+      try {
+        if (child.pid !== undefined) process.kill(-child.pid, signal);
+      } catch {
+        // the group is already gone
+      }
+    };
+    let killTimer: NodeJS.Timeout | undefined;
+    const timeoutTimer = setTimeout(() => {
+      timedOut = true;
+      signalGroup('SIGTERM');
+      killTimer = setTimeout(() => signalGroup('SIGKILL'), KILL_AFTER_MS);
+    }, options.timeoutMs);
+
+    const exitCode = await new Promise<number>((resolve, reject) => {
+      child.once('error', (err) => reject(sandboxError('exec_transport', `cannot enter sandbox ${h.id}: ${err.message}`, err)));
+      child.once('exit', (code, signal) => {
+        // A background process the command started may keep the pipes open: give output a moment, then stop reading.
+        const streamsClosed = Promise.all([child.stdout, child.stderr].map((s) => new Promise((r) => (s.readableEnded || s.destroyed ? r(null) : s.once('close', r)))));
+        void Promise.race([streamsClosed, new Promise((r) => setTimeout(r, 50))]).then(() => {
+          child.stdout.destroy();
+          child.stderr.destroy();
+          resolve(code ?? 128 + (signal ? osConstants.signals[signal] : 0));
+        });
+      });
+    }).finally(() => {
+      clearTimeout(timeoutTimer);
+      if (killTimer) clearTimeout(killTimer);
+    });
+    if (timedOut) signalGroup('SIGKILL'); // stragglers of the timed-out group that outlived its leader
+    return { exitCode, stdout, stderr, durationMs: performance.now() - started, timedOut };
+  }
+
+  async exec(handle: SandboxHandle, command: string, options: ExecOptions = {}): Promise<ExecResult> {
+    const h = this.parseHandle(handle);
+    const cwd = options.cwd ?? h.workdir;
+    const result = await this.run(h, [this.programs.bash, '-c', 'cd -- "$1" || exit 125; eval "$2"', 'bash', cwd, command], {
+      env: options.env ?? {},
+      ...(options.stdin !== undefined ? { stdin: options.stdin } : {}),
+      maxOutputBytes: options.maxOutputBytes ?? this.defaultMaxOutputBytes,
+      timeoutMs: options.timeoutMs ?? this.defaultExecTimeoutMs,
+    });
+    if (!isSameProcess(h.pid, h.pidStartTime)) {
+      throw sandboxError('sandbox_lost', `sandbox ${h.id} died during: ${command.slice(0, 200)}`);
+    }
+    return {
+      exitCode: result.exitCode,
+      stdout: result.stdout.text(),
+      stderr: result.stderr.text(),
+      timedOut: result.timedOut,
+      durationMs: result.durationMs,
+      stdoutTruncated: result.stdout.truncated,
+      stderrTruncated: result.stderr.truncated,
+    };
+  }
+
+  async writeFile(handle: SandboxHandle, path: string, content: string | Uint8Array): Promise<void> {
+    const h = this.parseHandle(handle);
+    const bytes = typeof content === 'string' ? Buffer.from(content, 'utf8') : content;
+    if (bytes.byteLength > this.maxFileBytes) {
+      throw new RangeError(`writeFile ${path}: ${bytes.byteLength} bytes exceeds the ${this.maxFileBytes}-byte limit (maxFileBytes)`);
+    }
+    const result = await this.run(h, [this.programs.sh, '-c', 'mkdir -p -- "$(dirname -- "$1")" && cat > "$1"', 'rollout-write', path], {
+      env: {},
+      stdin: bytes,
+      maxOutputBytes: 4096,
+      timeoutMs: 60_000,
+    });
+    if (result.exitCode !== 0) throw new Error(`writeFile ${path} in sandbox ${h.id} failed (exit ${result.exitCode}): ${result.stderr.text().trim()}`);
+  }
+
+  async readFile(handle: SandboxHandle, path: string, options: ReadFileOptions = {}): Promise<Uint8Array> {
+    const h = this.parseHandle(handle);
+    const maxBytes = options.maxBytes ?? this.maxFileBytes;
+    const result = await this.run(h, ['/usr/bin/cat', '--', path], {
+      env: {},
+      maxOutputBytes: maxBytes,
+      timeoutMs: 60_000,
+    });
+    if (result.exitCode !== 0) throw new Error(`readFile ${path} in sandbox ${h.id} failed (exit ${result.exitCode}): ${result.stderr.text().trim()}`);
+    if (result.stdout.truncated) {
+      throw new RangeError(`readFile ${path}: the file has more than ${maxBytes} bytes (maxBytes); read it in parts with exec (head -c / tail -c)`);
+    }
+    return new Uint8Array(result.stdout.bytes());
+  }
+
+  async renewLease(handle: SandboxHandle, leaseMs: number): Promise<void> {
+    const record = this.registry.read(handle.id);
+    if (!record) throw sandboxError('sandbox_lost', `sandbox ${handle.id} has no record; it was torn down`);
+    record.leaseExpiresAt = new Date(Date.now() + leaseMs).toISOString();
+    this.registry.write(record);
+  }
+
+  async list(labels: Record<string, string> = {}): Promise<SandboxRecord[]> {
+    const out: SandboxRecord[] = [];
+    for (const id of this.registry.ids()) {
+      const record = this.registry.read(id);
+      if (!record) continue;
+      if (!Object.entries(labels).every(([k, v]) => record.labels[k] === v)) continue;
+      out.push({
+        id: record.id,
+        provider: 'local',
+        owner: record.owner,
+        labels: record.labels,
+        createdAt: record.createdAt,
+        leaseExpiresAt: record.leaseExpiresAt,
+        handle: record.handle,
+        alive: record.handle !== null && isSameProcess(record.handle.pid, record.handle.pidStartTime),
+      });
+    }
+    return out;
+  }
+
+  async teardown(handleOrId: SandboxHandle | string): Promise<TeardownReport> {
+    const id = typeof handleOrId === 'string' ? handleOrId : handleOrId.id;
+    const report: TeardownReport = { sandboxId: id, existed: false, processesKilled: 0, directoriesRemoved: [], mountsRemoved: [], cgroupsRemoved: [] };
+    if (!/^sbx-[a-z0-9-]+$/.test(id)) return report;
+    const stateDir = this.registry.stateDir(id);
+    const record = this.registry.read(id);
+    const handle = record?.handle ?? (typeof handleOrId === 'string' ? null : LocalSandboxHandleSchema.safeParse(handleOrId).data ?? null);
+    let exists = false;
+    try {
+      exists = statSync(stateDir).isDirectory();
+    } catch {
+      // already removed
+    }
+    report.existed = exists || record !== undefined;
+
+    const killed = new Set<number>();
+    const cgroupDirs = record?.cgroupDirs ?? [];
+    const launcherPid = record?.launcherPid ?? null;
+    const mountNamespace = launcherPid ? namespaceOf(launcherPid, 'mnt') : undefined;
+    const initAlive = handle !== null && isSameProcess(handle.pid, handle.pidStartTime);
+    if (handle && initAlive) {
+      // Count what is about to die: the cgroup knows every process, else scan for the pid namespace.
+      if (cgroupDirs.length > 0) {
+        for (const dir of cgroupDirs) for (const pid of cgroupPids(dir)) killed.add(pid);
+      } else {
+        const pidNs = namespaceOf(handle.pid, 'pid');
+        if (pidNs) for (const pid of processesInNamespace('pid', pidNs)) killed.add(pid);
+      }
+      killed.add(handle.pid);
+      try {
+        // Killing pid 1 of a pid namespace kills every process in it.
+        process.kill(handle.pid, 'SIGKILL');
+      } catch {
+        // gone meanwhile
+      }
+    }
+    if (cgroupDirs.length === 0 && (!handle || !initAlive)) {
+      // No cgroup and no live init to follow: find the launcher chain by the state directory in its command line.
+      for (const pid of this.processesMentioning(stateDir)) {
+        killed.add(pid);
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {
+          // gone meanwhile
+        }
+      }
+    }
+    // Let the launcher reap the init it watches and leave the private mount namespace on its own...
+    let gone = initAlive ? await this.waitUntilGone(handle, launcherPid, mountNamespace) : false;
+    // ...then kill whatever the cgroup still holds (a half-provisioned sandbox, a racing exec, a stuck launcher).
+    for (const dir of cgroupDirs) for (const pid of cgroupPids(dir)) killed.add(pid);
+    await killCgroupProcesses(cgroupDirs);
+    if (!gone) gone = await this.waitUntilGone(handle, launcherPid, mountNamespace);
+    if (!gone) throw new TeardownIncompleteError(`sandbox ${id}: processes did not exit within 2 s of SIGKILL; run teardown again`);
+    report.processesKilled = killed.size;
+    if (mountNamespace) report.mountsRemoved = [`overlay on ${join(stateDir, 'merged')}`, `tmpfs on ${join(stateDir, 'rw')}`];
+    const cgroups = await removeCgroups(cgroupDirs);
+    report.cgroupsRemoved = cgroups.removed;
+    if (cgroups.busy.length > 0) {
+      // Keep the state directory (and its record) so the next teardown, or the reaper, finishes the job.
+      throw new TeardownIncompleteError(`sandbox ${id}: cgroups ${cgroups.busy.join(', ')} still busy 5 s after their processes were killed; run teardown again`);
+    }
+    if (exists) {
+      rmSync(stateDir, { recursive: true, force: true, maxRetries: 5 });
+      report.directoriesRemoved = [stateDir];
+    }
+    return report;
+  }
+
+  /**
+   * Waits until the sandbox's init is gone and the launcher, the one process in
+   * the private mount namespace, has left it (the overlay unmounts with it).
+   */
+  private async waitUntilGone(handle: LocalSandboxHandle | null, launcherPid: number | null, mountNamespace: string | undefined): Promise<boolean> {
+    for (let i = 0; i < 1000; i++) {
+      const initAlive = handle !== null && isSameProcess(handle.pid, handle.pidStartTime);
+      const mountsHeld = launcherPid !== null && mountNamespace !== undefined && namespaceOf(launcherPid, 'mnt') === mountNamespace;
+      if (!initAlive && !mountsHeld) return true;
+      await new Promise((r) => setTimeout(r, 2));
+    }
+    return false;
+  }
+
+  private processesMentioning(stateDir: string): number[] {
+    const pids: number[] = [];
+    const needle = Buffer.from(`${stateDir}/`);
+    for (const entry of readdirSync('/proc')) {
+      const pid = Number(entry);
+      if (!Number.isInteger(pid) || pid === process.pid) continue;
+      try {
+        if (readFileSync(`/proc/${pid}/cmdline`).includes(needle)) pids.push(pid);
+      } catch {
+        // gone meanwhile
+      }
+    }
+    return pids;
+  }
+}

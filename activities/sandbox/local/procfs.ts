@@ -1,0 +1,47 @@
+/**
+ * What the host's /proc says about processes: identity (pid + start time, to
+ * tell a live sandbox from a recycled pid) and namespace membership (to find
+ * every process of a sandbox, wherever it was started from).
+ */
+import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+
+/**
+ * Field 22 of /proc/<pid>/stat: start time in clock ticks since boot; undefined
+ * if the pid is gone or a zombie (dead, waiting only to be reaped by its parent).
+ */
+export function processStartTime(pid: number): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) may contain spaces and parentheses: split after the last ')'.
+    const afterComm = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    const state = afterComm[0];
+    if (state === 'Z' || state === 'X') return undefined;
+    return afterComm[19];
+  } catch {
+    return undefined;
+  }
+}
+
+export function isSameProcess(pid: number, startTime: string): boolean {
+  return processStartTime(pid) === startTime;
+}
+
+/** The inode of a namespace link such as /proc/<pid>/ns/pid, e.g. "pid:[4026532181]". */
+export function namespaceOf(pid: number, kind: 'pid' | 'mnt' | 'net'): string | undefined {
+  try {
+    return readlinkSync(`/proc/${pid}/ns/${kind}`);
+  } catch {
+    return undefined;
+  }
+}
+
+/** Host pids of every process whose namespace of `kind` is `namespace`. */
+export function processesInNamespace(kind: 'pid' | 'mnt' | 'net', namespace: string): number[] {
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    const pid = Number(entry);
+    if (!Number.isInteger(pid)) continue;
+    if (namespaceOf(pid, kind) === namespace) pids.push(pid);
+  }
+  return pids;
+}

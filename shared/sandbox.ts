@@ -1,0 +1,145 @@
+/**
+ * The sandbox provider interface every provider implements (local namespaces,
+ * Kubernetes pods) and the conformance suite checks. Handles are plain JSON so
+ * any process on a host that can reach the sandbox can re-attach to it.
+ */
+import { z } from 'zod';
+
+export const SandboxLimitsSchema = z
+  .object({
+    /** Memory ceiling for every process of the sandbox together, in MiB. */
+    memoryMb: z.number().int().positive().optional(),
+    /** Most processes (and threads) alive at once. */
+    pids: z.number().int().positive().optional(),
+    /** CPU quota in cores (0.5 = half a core). */
+    cpus: z.number().positive().optional(),
+    /** Size of the writable layer over the task's files (and /tmp), in MiB. */
+    diskMb: z.number().int().positive().optional(),
+  })
+  .strict();
+export type SandboxLimits = z.infer<typeof SandboxLimitsSchema>;
+
+export const SandboxOwnerSchema = z
+  .object({
+    workflowId: z.string().min(1),
+    runId: z.string(),
+    attempt: z.number().int().nonnegative(),
+  })
+  .strict();
+export type SandboxOwner = z.infer<typeof SandboxOwnerSchema>;
+
+export const SandboxSpecSchema = z
+  .object({
+    /** Host directory with the task's starting files: the read-only lower layer at `workdir`. */
+    environmentDir: z.string().min(1),
+    /** Where the starting files appear inside the sandbox (Harbor: /app). */
+    workdir: z.string().startsWith('/').default('/app'),
+    limits: SandboxLimitsSchema.default({}),
+    /** `none`: only the sandbox's own loopback. `host`: the host's network, explicitly opted into. */
+    network: z.enum(['none', 'host']).default('none'),
+    owner: SandboxOwnerSchema,
+    /** Free-form labels the reaper selects on (batch, task, ...). */
+    labels: z.record(z.string(), z.string()).default({}),
+    /** How long the sandbox is presumed wanted without a renewal; the reaper removes it after. */
+    leaseMs: z.number().int().positive().default(60 * 60 * 1000),
+  })
+  .strict();
+export type SandboxSpec = z.input<typeof SandboxSpecSchema>;
+export type ResolvedSandboxSpec = z.output<typeof SandboxSpecSchema>;
+
+/** How each limit is actually enforced on this host, as `provision` reports it. */
+export type LimitEnforcement = 'cgroup-v2' | 'cgroup-v1' | 'rlimit' | 'tmpfs-size' | 'not-requested' | 'not-enforced';
+export interface EnforcedLimits {
+  memory: LimitEnforcement;
+  pids: LimitEnforcement;
+  cpu: LimitEnforcement;
+  disk: LimitEnforcement;
+}
+
+export const LocalSandboxHandleSchema = z
+  .object({
+    provider: z.literal('local'),
+    id: z.string().regex(/^[a-z0-9-]+$/),
+    /** Hostname of the machine that holds the sandbox; only processes there can reach it. */
+    host: z.string(),
+    /** Host pid of the sandbox's init (pid 1 inside), and its start time to detect pid reuse. */
+    pid: z.number().int().positive(),
+    pidStartTime: z.string(),
+    workdir: z.string(),
+    stateDir: z.string(),
+    cgroupProcFiles: z.array(z.string()),
+    /** Address-space rlimit every process gets where no memory cgroup is available. */
+    memoryRlimitBytes: z.number().int().positive().nullable(),
+  })
+  .strict();
+export type LocalSandboxHandle = z.infer<typeof LocalSandboxHandleSchema>;
+
+export const SandboxHandleSchema = LocalSandboxHandleSchema;
+export type SandboxHandle = z.infer<typeof SandboxHandleSchema>;
+
+export interface ExecOptions {
+  /** Kill the command (and its process group) after this long. */
+  timeoutMs?: number;
+  env?: Record<string, string>;
+  stdin?: string | Uint8Array;
+  /** Working directory inside the sandbox; the workdir when absent. */
+  cwd?: string;
+  /** Per-stream cap on captured output; beyond it output is dropped and `truncated` says so. */
+  maxOutputBytes?: number;
+}
+
+export interface ExecResult {
+  exitCode: number;
+  stdout: string;
+  stderr: string;
+  timedOut: boolean;
+  durationMs: number;
+  /** True when a stream exceeded maxOutputBytes; the text then ends with a note saying how much was dropped. */
+  stdoutTruncated: boolean;
+  stderrTruncated: boolean;
+}
+
+export interface ReadFileOptions {
+  /** Refuse files larger than this (bytes). */
+  maxBytes?: number;
+}
+
+export interface ProvisionResult {
+  handle: SandboxHandle;
+  enforcedLimits: EnforcedLimits;
+}
+
+export interface TeardownReport {
+  sandboxId: string;
+  /** False when the sandbox was already gone (teardown is idempotent). */
+  existed: boolean;
+  processesKilled: number;
+  directoriesRemoved: string[];
+  mountsRemoved: string[];
+  cgroupsRemoved: string[];
+}
+
+/** What the provider's on-host registry knows of one sandbox; the reaper works from this. */
+export interface SandboxRecord {
+  id: string;
+  provider: 'local';
+  owner: SandboxOwner;
+  labels: Record<string, string>;
+  createdAt: string;
+  leaseExpiresAt: string;
+  /** Null until the sandbox is up (a record is written before launch so a crash mid-provision is still found). */
+  handle: SandboxHandle | null;
+  /** Whether the sandbox's init process still runs. */
+  alive: boolean;
+}
+
+export interface SandboxProvider {
+  readonly name: string;
+  provision(spec: SandboxSpec): Promise<ProvisionResult>;
+  exec(handle: SandboxHandle, command: string, options?: ExecOptions): Promise<ExecResult>;
+  writeFile(handle: SandboxHandle, path: string, content: string | Uint8Array): Promise<void>;
+  readFile(handle: SandboxHandle, path: string, options?: ReadFileOptions): Promise<Uint8Array>;
+  teardown(handleOrId: SandboxHandle | string): Promise<TeardownReport>;
+  list(labels?: Record<string, string>): Promise<SandboxRecord[]>;
+  renewLease(handle: SandboxHandle, leaseMs: number): Promise<void>;
+}

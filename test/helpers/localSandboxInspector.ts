@@ -1,0 +1,65 @@
+/**
+ * Host-side view of local sandboxes for tests: which processes, mounts (in any
+ * mount namespace on the host), directories and cgroups of a sandbox remain.
+ */
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { dirname } from 'node:path';
+import type { Leftovers } from '../conformance/sandboxConformance.js';
+import type { SandboxHandle } from '../../shared/sandbox.js';
+import { namespaceOf, processesInNamespace } from '../../activities/sandbox/local/procfs.js';
+
+function allPids(): number[] {
+  return readdirSync('/proc')
+    .map(Number)
+    .filter((n) => Number.isInteger(n) && n !== process.pid);
+}
+
+/** Every mount line, across all mount namespaces on the host, that mentions `needle`. */
+export function mountsMentioning(needle: string): string[] {
+  const seen = new Set<string>();
+  const found: string[] = [];
+  for (const pid of allPids()) {
+    const ns = namespaceOf(pid, 'mnt');
+    if (!ns || seen.has(ns)) continue;
+    seen.add(ns);
+    try {
+      for (const line of readFileSync(`/proc/${pid}/mountinfo`, 'utf8').split('\n')) {
+        if (line.includes(needle)) found.push(`${ns} ${line}`);
+      }
+    } catch {
+      // process gone
+    }
+  }
+  return found;
+}
+
+export function processesMentioning(needle: string): number[] {
+  const bytes = Buffer.from(needle);
+  return allPids().filter((pid) => {
+    try {
+      return readFileSync(`/proc/${pid}/cmdline`).includes(bytes);
+    } catch {
+      return false;
+    }
+  });
+}
+
+export class LocalSandboxInspector {
+  private readonly pidNamespaces = new Map<string, string>();
+
+  track(handle: SandboxHandle): void {
+    const ns = namespaceOf(handle.pid, 'pid');
+    if (ns) this.pidNamespaces.set(handle.id, ns);
+  }
+
+  async leftovers(handle: SandboxHandle): Promise<Leftovers> {
+    const ns = this.pidNamespaces.get(handle.id);
+    const processes = new Set([...processesMentioning(handle.stateDir), ...(ns ? processesInNamespace('pid', ns) : [])]);
+    return {
+      processes: [...processes],
+      mounts: mountsMentioning(handle.id),
+      directories: existsSync(handle.stateDir) ? [handle.stateDir] : [],
+      other: handle.cgroupProcFiles.map((f) => dirname(f)).filter((d) => existsSync(d)),
+    };
+  }
+}

@@ -1,0 +1,161 @@
+/**
+ * The local provider (namespaces + overlayfs) against the shared conformance
+ * suite, plus what only the local provider has: re-attach from another
+ * process, the capability check, limit reporting and the rlimit fallback.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
+import type { SandboxSpec } from '../../shared/sandbox.js';
+import { sandboxConformanceSuite, type ConformanceTarget } from '../conformance/sandboxConformance.js';
+import { LocalSandboxInspector } from '../helpers/localSandboxInspector.js';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const scratch = mkdtempSync(join(tmpdir(), 'local-sandbox-test-'));
+const stateRoot = join(scratch, 'state');
+const environmentDir = join(scratch, 'environment');
+mkdirSync(environmentDir);
+writeFileSync(join(environmentDir, 'start.txt'), 'hello\n');
+
+const secretValue = `secret-${randomBytes(8).toString('hex')}`;
+const secretFiles = [join('/root', `.rollout-conformance-${process.pid}`), join(scratch, 'host-secret.txt')];
+let listener: Server;
+let listenerPort = 0;
+
+const provider = new LocalSandboxProvider({ stateRoot });
+const inspector = new LocalSandboxInspector();
+
+function spec(overrides: Partial<SandboxSpec> = {}): SandboxSpec {
+  return { environmentDir, owner: { workflowId: 'conformance', runId: 'run', attempt: 0 }, ...overrides };
+}
+
+before(async () => {
+  for (const file of secretFiles) writeFileSync(file, secretValue, { mode: 0o600 });
+  process.env.ROLLOUT_CONFORMANCE_SECRET = secretValue;
+  listener = createServer((s) => s.end('host service\n'));
+  await new Promise<void>((r) => listener.listen(0, '127.0.0.1', r));
+  const address = listener.address();
+  listenerPort = typeof address === 'object' && address ? address.port : 0;
+});
+
+after(async () => {
+  for (const file of secretFiles) rmSync(file, { force: true });
+  await new Promise((r) => listener.close(r));
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+const target = (): ConformanceTarget => ({
+  provider,
+  spec,
+  track: (h) => inspector.track(h),
+  leftovers: (h) => inspector.leftovers(h),
+  secrets: { files: secretFiles, envValue: secretValue, hostPaths: [root, scratch, '/home', '/root/.cache'] },
+  hostPorts: [Number(process.env.TEMPORAL_ADDRESS?.split(':')[1] ?? 7233), listenerPort],
+});
+
+sandboxConformanceSuite('local', target);
+
+describe('local sandbox provider', { timeout: 300_000 }, () => {
+  test('a host-network sandbox can reach host ports (the opt-in works, so the default really isolates)', async () => {
+    const { handle } = await provider.provision(spec({ network: 'host' }));
+    try {
+      const r = await provider.exec(handle, `exec 3<>/dev/tcp/127.0.0.1/${listenerPort}; cat <&3`, { timeoutMs: 5_000 });
+      assert.equal(r.stdout, 'host service\n');
+    } finally {
+      await provider.teardown(handle);
+    }
+  });
+
+  test('another process re-attaches to a live sandbox from its JSON handle', async () => {
+    const { handle } = await provider.provision(spec());
+    try {
+      await provider.exec(handle, 'echo left-by-first-process > /app/note; (setsid sleep 777 >/dev/null 2>&1 &)');
+      const script = `
+        import { LocalSandboxProvider } from ${JSON.stringify(join(root, 'activities/sandbox/local/localSandboxProvider.ts'))};
+        const handle = JSON.parse(process.argv[1]);
+        const p = new LocalSandboxProvider({ stateRoot: ${JSON.stringify(stateRoot)} });
+        const r = await p.exec(handle, 'cat /app/note; ps -eo args | grep -c "^sleep 777"');
+        process.stdout.write(r.stdout);
+      `;
+      const child = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script, JSON.stringify(handle)], {
+        cwd: root,
+        encoding: 'utf8',
+        timeout: 60_000,
+      });
+      assert.equal(child.status, 0, child.stderr);
+      assert.equal(child.stdout, 'left-by-first-process\n1\n');
+    } finally {
+      await provider.teardown(handle);
+    }
+  });
+
+  test('provision reports which limits the host enforces, and how', async () => {
+    const { handle, enforcedLimits } = await provider.provision(spec({ limits: { memoryMb: 128, pids: 100, cpus: 0.5 } }));
+    try {
+      assert.match(enforcedLimits.memory, /^cgroup-v[12]$/);
+      assert.match(enforcedLimits.pids, /^cgroup-v[12]$/);
+      assert.match(enforcedLimits.cpu, /^cgroup-v[12]$/);
+      assert.equal(enforcedLimits.disk, 'tmpfs-size');
+    } finally {
+      await provider.teardown(handle);
+    }
+  });
+
+  test('without writable cgroups, memory falls back to an rlimit and the rest is reported as not enforced', async () => {
+    const noCgroups = new LocalSandboxProvider({ stateRoot, cgroupRoot: join(scratch, 'no-cgroups-here') });
+    const { handle, enforcedLimits } = await noCgroups.provision(spec({ limits: { memoryMb: 64, pids: 50 } }));
+    try {
+      assert.deepEqual(enforcedLimits, { memory: 'rlimit', pids: 'not-enforced', cpu: 'not-requested', disk: 'tmpfs-size' });
+      const hog = await noCgroups.exec(handle, "python3 -c \"b = bytearray(512 * 1024 * 1024); print('allocated')\"");
+      assert.notEqual(hog.exitCode, 0);
+      assert.match(hog.stderr, /MemoryError/);
+    } finally {
+      await noCgroups.teardown(handle);
+    }
+    assert.deepEqual(await inspector.leftovers(handle), { processes: [], mounts: [], directories: [], other: [] });
+  });
+
+  test('a host without bubblewrap gets an infra/capability_missing error that says what to install', async () => {
+    const broken = new LocalSandboxProvider({ stateRoot, programs: { bwrap: join(scratch, 'no-bwrap-here') } });
+    await assert.rejects(broken.provision(spec()), (err: Error) => {
+      assert.equal(err.name, 'infra/capability_missing');
+      assert.match(err.message, /apt-get install bubblewrap/);
+      return true;
+    });
+  });
+
+  test('a sandbox killed from outside is infra/sandbox_lost, and teardown still cleans up', async () => {
+    const { handle } = await provider.provision(spec());
+    inspector.track(handle);
+    process.kill(handle.pid, 'SIGKILL');
+    await assert.rejects(provider.exec(handle, 'true'), (err: Error) => err.name === 'infra/sandbox_lost');
+    await provider.teardown(handle);
+    assert.deepEqual(await inspector.leftovers(handle), { processes: [], mounts: [], directories: [], other: [] });
+  });
+
+  test('a bad spec names the field and the fix', async () => {
+    await assert.rejects(provider.provision(spec({ environmentDir: join(scratch, 'missing-env') })), /environmentDir .*missing-env is not a directory/);
+    await assert.rejects(provider.provision(spec({ limits: { memoryMb: -1 } })), (err: Error) => err.name === 'task/invalid_spec' && /limits\.memoryMb/.test(err.message));
+  });
+
+  test('the registry on disk lists a sandbox whose worker forgot it, and teardown by id removes it', async () => {
+    const { handle } = await provider.provision(spec({ labels: { orphan: 'yes' } }));
+    inspector.track(handle);
+    const other = new LocalSandboxProvider({ stateRoot });
+    const [record] = await other.list({ orphan: 'yes' });
+    assert.equal(record?.id, handle.id);
+    assert.equal(record?.alive, true);
+    const report = await other.teardown(handle.id);
+    assert.equal(report.existed, true);
+    assert.ok(report.processesKilled >= 2, `killed ${report.processesKilled}`);
+    assert.deepEqual(report.directoriesRemoved, [handle.stateDir]);
+    assert.deepEqual(await inspector.leftovers(handle), { processes: [], mounts: [], directories: [], other: [] });
+  });
+});
