@@ -35,7 +35,8 @@ const workflowSandboxRules = {
 };
 
 export default tseslint.config(
-  { ignores: ['node_modules/**', 'test-output/**', 'test/fixtures/lint-violations/**', 'client/bin/**', 'eslint.config.js'] },
+  // examples/ holds task content (what agents edit inside sandboxes), not project code.
+  { ignores: ['node_modules/**', 'test-output/**', 'test/fixtures/lint-violations/**', 'client/bin/**', 'examples/**', 'eslint.config.js'] },
   ...tseslint.configs.recommendedTypeChecked,
   {
     languageOptions: {

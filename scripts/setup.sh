@@ -9,7 +9,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-DEBIAN_PACKAGES=(bubblewrap util-linux procps iproute2 psmisc ca-certificates)
+# python3 and nodejs are the toolchains sample tasks use inside sandboxes (the host /usr is their base).
+DEBIAN_PACKAGES=(bubblewrap util-linux procps iproute2 psmisc ca-certificates python3 nodejs)
 
 missing=()
 if command -v dpkg-query >/dev/null 2>&1; then

@@ -4,10 +4,12 @@
  */
 import { TemporalBinaryError } from '../../workers/temporalBinary.js';
 import { serverCommand, serverUsage } from './serverCommand.js';
+import { taskCommand, taskUsage } from './taskCommand.js';
 import { UsageError } from './usageError.js';
 
 const commands: Record<string, { run: (argv: string[]) => Promise<number>; usage: string }> = {
   server: { run: serverCommand, usage: serverUsage },
+  task: { run: taskCommand, usage: taskUsage },
 };
 
 const usage = `usage: rollout <command> [options]\n\ncommands:\n${Object.values(commands)

@@ -313,6 +313,8 @@ export class LocalSandboxProvider implements SandboxProvider {
     args.push('--proc', '/proc', '--dev', '/dev');
     args.push('--size', String(diskMb * 1024 * 1024), '--tmpfs', '/tmp');
     args.push('--tmpfs', '/root');
+    // Mount points for what enters only later: tests at verify time, the reference solution for the oracle.
+    args.push('--tmpfs', '/tests', '--tmpfs', '/solution');
     args.push('--tmpfs', '/logs', '--dir', '/logs/agent', '--dir', '/logs/verifier');
     args.push('--bind', join(stateDir, 'merged'), spec.workdir);
     args.push('--remount-ro', '/');

@@ -1,0 +1,57 @@
+/**
+ * `rollout task check`: proves a task's verifier tells good from bad before
+ * any reward from it is trusted. The untouched start must score 0, every
+ * known-bad solution must score 0, and the reference solution must score 1.
+ */
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { SandboxProvider } from '../../shared/sandbox.js';
+import type { LoadedTask } from '../../shared/task.js';
+import { uploadDirectory } from '../sandbox/uploadDirectory.js';
+import { verifyInPlace } from '../verifier/runVerifier.js';
+import { sandboxSpecForTask } from './sandboxSpecForTask.js';
+
+export interface TaskCheckCase {
+  name: string;
+  expected: 0 | 1;
+  reward: number | undefined;
+  passed: boolean;
+  error: string | undefined;
+}
+
+export interface TaskCheckReport {
+  taskId: string;
+  version: string;
+  passed: boolean;
+  cases: TaskCheckCase[];
+}
+
+export async function checkTask(task: LoadedTask, provider: SandboxProvider): Promise<TaskCheckReport> {
+  const cases: { name: string; expected: 0 | 1; script: string | undefined }[] = [{ name: 'untouched start', expected: 0, script: undefined }];
+  for (const bad of task.knownBadScripts) cases.push({ name: `known-bad ${bad.slice(bad.lastIndexOf('/') + 1)}`, expected: 0, script: bad });
+  if (task.solutionScript) cases.push({ name: 'reference solution', expected: 1, script: task.solutionScript });
+
+  const results: TaskCheckCase[] = [];
+  for (const [i, c] of cases.entries()) {
+    const spec = sandboxSpecForTask(task, { workflowId: `task-check/${task.id}`, runId: '', attempt: i }, { purpose: 'task-check' });
+    const { handle } = await provider.provision(spec);
+    try {
+      if (c.script) {
+        if (c.script === task.solutionScript) await uploadDirectory(provider, handle, join(task.dir, 'solution'), '/solution');
+        else await provider.writeFile(handle, '/solution/solve.sh', readFileSync(c.script));
+        const run = await provider.exec(handle, 'bash /solution/solve.sh', { timeoutMs: task.agentTimeoutSec * 1000, env: task.config.solution.env, cwd: task.workdir });
+        if (run.timedOut) throw new Error(`${c.script} ran past the agent timeout (${task.agentTimeoutSec} s)`);
+      }
+      const outcome = await verifyInPlace(provider, handle, task);
+      results.push({ name: c.name, expected: c.expected, reward: outcome.reward, passed: outcome.reward === c.expected, error: undefined });
+    } catch (err) {
+      results.push({ name: c.name, expected: c.expected, reward: undefined, passed: false, error: err instanceof Error ? err.message : String(err) });
+    } finally {
+      await provider.teardown(handle);
+    }
+  }
+  const problems: TaskCheckCase[] = [];
+  if (!task.solutionScript) problems.push({ name: 'reference solution', expected: 1, reward: undefined, passed: false, error: 'solution/solve.sh is missing: without it nothing shows the task can score 1' });
+  const all = [...results, ...problems];
+  return { taskId: task.id, version: task.version, passed: all.every((c) => c.passed), cases: all };
+}

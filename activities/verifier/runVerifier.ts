@@ -1,0 +1,99 @@
+/**
+ * Verification of one attempt, after the agent has stopped.
+ *
+ * in-place:   every process the agent left is killed; /tests, /logs/verifier
+ *             (a reward file written by the agent), /root and /tmp are
+ *             emptied; the task's tests are uploaded to /tests and
+ *             tests/test.sh runs.
+ * clean-room: only the agent's workspace is copied into a fresh sandbox from
+ *             the same spec, and the tests run there: a replaced test runner
+ *             outside the workspace or a lingering process cannot reach them.
+ *
+ * A verifier that crashes, times out or writes no reward is infra, never 0.
+ */
+import { randomBytes } from 'node:crypto';
+import { ClassifiedError } from '../../shared/failures.js';
+import type { SandboxHandle, SandboxProvider, SandboxSpec } from '../../shared/sandbox.js';
+import type { LoadedTask } from '../../shared/task.js';
+import { shellQuote, uploadDirectory } from '../sandbox/uploadDirectory.js';
+import { parseRewardJson, parseRewardTxt, type Reward } from './parseReward.js';
+
+export type VerifyMode = 'in-place' | 'clean-room';
+
+export interface VerifyOutcome extends Reward {
+  exitCode: number;
+  durationMs: number;
+  /** The last lines test.sh printed, for the trajectory. */
+  outputTail: string;
+  mode: VerifyMode;
+}
+
+/**
+ * Kills every process in the sandbox but its init (pid 1), keeper (pid 2) and
+ * this shell, until none is left. Lists /proc with shell builtins only, so the
+ * loop never counts its own helpers.
+ */
+export const STOP_AGENT_PROCESSES = `for round in {1..50}; do
+  victims=""
+  for d in /proc/[0-9]*; do p=\${d#/proc/}; if [ "$p" -gt 2 ] && [ "$p" != "$$" ]; then victims="$victims $p"; fi; done
+  [ -z "$victims" ] && exit 0
+  kill -9 $victims 2>/dev/null
+  sleep 0.02
+done
+echo "agent processes kept respawning" >&2`;
+
+const MAX_WORKSPACE_BYTES = 512 * 1024 * 1024;
+
+async function readReward(provider: SandboxProvider, handle: SandboxHandle): Promise<Reward | undefined> {
+  const listing = await provider.exec(handle, 'ls -A /logs/verifier', { timeoutMs: 30_000 });
+  const names = new Set(listing.stdout.split('\n').filter(Boolean));
+  if (names.has('reward.txt')) return parseRewardTxt(Buffer.from(await provider.readFile(handle, '/logs/verifier/reward.txt', { maxBytes: 4096 })).toString('utf8'));
+  if (names.has('reward.json')) return parseRewardJson(Buffer.from(await provider.readFile(handle, '/logs/verifier/reward.json', { maxBytes: 1024 * 1024 })).toString('utf8'));
+  return undefined;
+}
+
+async function runTests(provider: SandboxProvider, handle: SandboxHandle, task: LoadedTask, mode: VerifyMode): Promise<VerifyOutcome> {
+  // Whatever the agent left in /tests, /logs/verifier (a fake reward), /root or /tmp (a sitecustomize.py,
+  // a shell rc file) is gone before the tests arrive. The workspace is what is being judged; it stays.
+  const reset = await provider.exec(handle, 'mkdir -p /logs/verifier /tests && find /tests /logs/verifier /root /tmp -mindepth 1 -delete', { timeoutMs: 30_000 });
+  if (reset.exitCode !== 0) throw new ClassifiedError('infra', 'verifier_crashed', `could not prepare /logs/verifier and /tests: ${reset.stderr.trim()}`);
+  await uploadDirectory(provider, handle, task.testsDir, '/tests');
+  const run = await provider.exec(handle, 'bash /tests/test.sh', {
+    timeoutMs: task.verifierTimeoutSec * 1000,
+    env: task.config.verifier.env,
+    cwd: task.workdir,
+    maxOutputBytes: 64 * 1024,
+  });
+  const outputTail = `${run.stdout}\n${run.stderr}`.trim().split('\n').slice(-20).join('\n');
+  if (run.timedOut) {
+    throw new ClassifiedError('infra', 'verifier_timeout', `tests/test.sh of ${task.id} ran past its ${task.verifierTimeoutSec} s timeout ([verifier].timeout_sec); last output: ${outputTail.slice(-500)}`);
+  }
+  const reward = await readReward(provider, handle);
+  if (!reward) {
+    throw new ClassifiedError('infra', 'verifier_crashed', `tests/test.sh of ${task.id} exited ${run.exitCode} without writing /logs/verifier/reward.txt or reward.json; last output: ${outputTail.slice(-500)}`);
+  }
+  return { ...reward, exitCode: run.exitCode, durationMs: run.durationMs, outputTail, mode };
+}
+
+export async function verifyInPlace(provider: SandboxProvider, handle: SandboxHandle, task: LoadedTask): Promise<VerifyOutcome> {
+  await provider.exec(handle, STOP_AGENT_PROCESSES, { timeoutMs: 30_000 });
+  return runTests(provider, handle, task, 'in-place');
+}
+
+export async function verifyCleanRoom(provider: SandboxProvider, handle: SandboxHandle, task: LoadedTask, spec: SandboxSpec): Promise<VerifyOutcome> {
+  await provider.exec(handle, STOP_AGENT_PROCESSES, { timeoutMs: 30_000 });
+  const archive = `/tmp/.rollout-workspace-${randomBytes(6).toString('hex')}.tar`;
+  const pack = await provider.exec(handle, `tar -C ${shellQuote(task.workdir)} -cf ${archive} .`, { timeoutMs: 120_000 });
+  if (pack.exitCode !== 0) throw new ClassifiedError('infra', 'verifier_crashed', `could not archive the workspace ${task.workdir}: ${pack.stderr.trim()}`);
+  const workspace = await provider.readFile(handle, archive, { maxBytes: MAX_WORKSPACE_BYTES });
+
+  const { handle: room } = await provider.provision({ ...spec, labels: { ...spec.labels, purpose: 'clean-room-verify' } });
+  try {
+    await provider.writeFile(room, archive, workspace);
+    const unpack = await provider.exec(room, `find ${shellQuote(task.workdir)} -mindepth 1 -delete && tar -C ${shellQuote(task.workdir)} -xf ${archive} && rm -f ${archive}`, { timeoutMs: 120_000 });
+    if (unpack.exitCode !== 0) throw new ClassifiedError('infra', 'verifier_crashed', `could not unpack the workspace in the clean room: ${unpack.stderr.trim()}`);
+    return await runTests(provider, room, task, 'clean-room');
+  } finally {
+    await provider.teardown(room);
+  }
+}

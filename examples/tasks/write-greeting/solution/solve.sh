@@ -1,0 +1,2 @@
+#!/bin/bash
+printf 'Hello, rollout!\nRewards are earned.\n' > /app/greeting.txt

@@ -1,0 +1,138 @@
+/**
+ * The verifier on real sandboxes: every sample task tells good from bad, the
+ * CLI fails loudly on a task that cannot, crashes and timeouts are infra, and
+ * an agent's tampering never earns reward 1.
+ */
+import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
+import { cpSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { after, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
+import { checkTask } from '../../activities/tasks/checkTask.js';
+import { loadTask } from '../../activities/tasks/loadTask.js';
+import { sandboxSpecForTask } from '../../activities/tasks/sandboxSpecForTask.js';
+import { shellQuote } from '../../activities/sandbox/uploadDirectory.js';
+import { verifyCleanRoom, verifyInPlace, type VerifyOutcome } from '../../activities/verifier/runVerifier.js';
+import type { LoadedTask } from '../../shared/task.js';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const examples = join(root, 'examples/tasks');
+const scratch = mkdtempSync(join(tmpdir(), 'verifier-test-'));
+const provider = new LocalSandboxProvider({ stateRoot: join(scratch, 'state') });
+const owner = { workflowId: 'verifier-test', runId: 'r', attempt: 0 };
+
+after(async () => {
+  assert.deepEqual(await provider.list(), [], 'every sandbox of these tests was torn down');
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+function taskVariant(name: string, as: string, edit: (dir: string) => void): LoadedTask {
+  const dir = join(scratch, as);
+  cpSync(join(examples, name), dir, { recursive: true });
+  edit(dir);
+  return loadTask(dir);
+}
+
+/** Runs `agentCommand` as the agent would, then verifies the way `mode` says. */
+async function attempt(task: LoadedTask, agentCommand: string, mode: 'in-place' | 'clean-room'): Promise<VerifyOutcome> {
+  const spec = sandboxSpecForTask(task, owner);
+  const { handle } = await provider.provision(spec);
+  try {
+    const r = await provider.exec(handle, agentCommand, { timeoutMs: 30_000 });
+    assert.equal(r.exitCode, 0, r.stderr);
+    return mode === 'in-place' ? await verifyInPlace(provider, handle, task) : await verifyCleanRoom(provider, handle, task, spec);
+  } finally {
+    await provider.teardown(handle);
+  }
+}
+
+describe('sample tasks', { timeout: 300_000 }, () => {
+  for (const name of readdirSync(examples).sort()) {
+    test(`${name}: untouched start and known-bad score 0, the reference solution scores 1`, async () => {
+      const report = await checkTask(loadTask(join(examples, name)), provider);
+      assert.ok(report.passed, JSON.stringify(report.cases, null, 2));
+      assert.ok(report.cases.length >= 3, 'start, at least one known-bad, reference');
+    });
+  }
+});
+
+describe('rollout task check (CLI)', { timeout: 300_000 }, () => {
+  const cli = (...args: string[]) =>
+    spawnSync(process.execPath, [join(root, 'client/bin/rollout.js'), 'task', 'check', ...args], {
+      encoding: 'utf8',
+      timeout: 120_000,
+      env: { ...process.env, ROLLOUT_SANDBOX_ROOT: join(scratch, 'cli-state') },
+    });
+
+  test('a good task passes with exit 0', () => {
+    const run = cli(join(examples, 'write-greeting'));
+    assert.equal(run.status, 0, run.stdout + run.stderr);
+    assert.match(run.stdout, /PASS {2}write-greeting/);
+  });
+
+  test('a verifier that rewards everything fails loudly with exit 1', () => {
+    const lenient = taskVariant('write-greeting', 'lenient', (dir) => writeFileSync(join(dir, 'tests/test.sh'), '#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n'));
+    const run = cli(lenient.dir);
+    assert.equal(run.status, 1, run.stdout + run.stderr);
+    assert.match(run.stdout, /FAIL {2}lenient/);
+    assert.match(run.stdout, /BAD {2}untouched start +expected 0, reward 1/);
+  });
+
+  test('an invalid task directory is exit 2 with the file and the fix', () => {
+    const run = cli(join(scratch, 'does-not-exist'));
+    assert.equal(run.status, 2);
+    assert.match(run.stderr, /does-not-exist: is not a task directory\. Fix: /);
+    assert.doesNotMatch(run.stderr, /^\s+at /m);
+  });
+});
+
+describe('verifier failures are infra, never a zero', { timeout: 300_000 }, () => {
+  test('test.sh that writes no reward is infra/verifier_crashed', async () => {
+    const task = taskVariant('write-greeting', 'crashing', (dir) => writeFileSync(join(dir, 'tests/test.sh'), '#!/bin/bash\necho "pytest: command not found" >&2\nexit 127\n'));
+    await assert.rejects(attempt(task, 'true', 'in-place'), (err: Error) => err.name === 'infra/verifier_crashed' && /exited 127 without writing/.test(err.message) && /command not found/.test(err.message));
+  });
+
+  test('test.sh past its timeout is infra/verifier_timeout', async () => {
+    const task = taskVariant('write-greeting', 'slow', (dir) => {
+      writeFileSync(join(dir, 'tests/test.sh'), '#!/bin/bash\nsleep 30\necho 1 > /logs/verifier/reward.txt\n');
+      writeFileSync(join(dir, 'task.toml'), '[verifier]\ntimeout_sec = 1.0\n[agent]\ntimeout_sec = 10.0\n');
+    });
+    await assert.rejects(attempt(task, 'true', 'in-place'), (err: Error) => err.name === 'infra/verifier_timeout' && /\[verifier\]\.timeout_sec/.test(err.message));
+  });
+});
+
+describe('tampering never earns reward 1', { timeout: 300_000 }, () => {
+  const median = (): LoadedTask => loadTask(join(examples, 'fix-median'));
+  const tampers: Record<string, string> = {
+    'a fake reward file written before verify': 'mkdir -p /logs/verifier && echo 1 > /logs/verifier/reward.txt',
+    'a fake test runner planted in /tests': 'printf "#!/bin/bash\\necho 1 > /logs/verifier/reward.txt\\n" > /tests/test.sh',
+    'a background process that keeps writing reward 1': 'setsid bash -c "while :; do mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt; sleep 0.01; done" >/dev/null 2>&1 &',
+    'a python usercustomize that exits 0 before any test runs':
+      // The last command proves the plant works: python exits 0 although the script says exit 3.
+      'd=/root/.local/lib/python3.11/site-packages && mkdir -p $d && echo "import os; os._exit(0)" > $d/usercustomize.py && python3 -c "raise SystemExit(3)"',
+  };
+  for (const mode of ['in-place', 'clean-room'] as const) {
+    for (const [name, command] of Object.entries(tampers)) {
+      test(`${mode}: ${name}`, async () => {
+        const outcome = await attempt(median(), command, mode);
+        assert.equal(outcome.reward, 0);
+        assert.equal(outcome.mode, mode);
+      });
+    }
+    test(`${mode}: an honest fix still scores 1`, async () => {
+      const task = median();
+      const solve = `bash -c ${shellQuote(readFileSync(task.solutionScript ?? '', 'utf8'))}`;
+      const outcome = await attempt(task, solve, mode);
+      assert.equal(outcome.reward, 1);
+    });
+  }
+
+  test('clean-room: files the agent deleted stay deleted, edits carry over', async () => {
+    const task = taskVariant('fix-median', 'deletes', (dir) => writeFileSync(join(dir, 'tests/test.sh'), '#!/bin/bash\nif [ ! -e /app/stats.py ] && [ "$(cat /app/new.txt)" = new ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n'));
+    const outcome = await attempt(task, 'rm /app/stats.py && echo new > /app/new.txt', 'clean-room');
+    assert.equal(outcome.reward, 1);
+  });
+});

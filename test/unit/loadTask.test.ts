@@ -1,0 +1,105 @@
+/** Task directories: what loads, and what a bad one is told (file, field, fix). */
+import assert from 'node:assert/strict';
+import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { loadTask } from '../../activities/tasks/loadTask.js';
+import { sandboxSpecForTask } from '../../activities/tasks/sandboxSpecForTask.js';
+
+const examples = resolve(dirname(fileURLToPath(import.meta.url)), '../../examples/tasks');
+const scratch = mkdtempSync(join(tmpdir(), 'load-task-test-'));
+
+function copyExample(name: string, as: string): string {
+  const dir = join(scratch, as);
+  cpSync(join(examples, name), dir, { recursive: true });
+  return dir;
+}
+
+function invalid(dir: string, pattern: RegExp): void {
+  assert.throws(
+    () => loadTask(dir),
+    (err: Error) => {
+      assert.equal(err.name, 'task/invalid_spec');
+      assert.match(err.message, pattern);
+      assert.match(err.message, /Fix: /);
+      return true;
+    },
+  );
+}
+
+test('a sample task loads with its limits, timeouts and hashes', () => {
+  const task = loadTask(join(examples, 'fix-median'));
+  assert.equal(task.id, 'fix-median');
+  assert.equal(task.agentTimeoutSec, 300);
+  assert.equal(task.verifierTimeoutSec, 60);
+  assert.deepEqual(task.limits, { memoryMb: 512, cpus: 1, diskMb: 256 });
+  assert.equal(task.workdir, '/app');
+  assert.match(task.version, /^[0-9a-f]{64}$/);
+  assert.equal(task.knownBadScripts.length, 2);
+  assert.deepEqual(task.warnings, []);
+});
+
+test('the version is the content hash: equal for a copy, different after any edit', () => {
+  const original = loadTask(join(examples, 'write-greeting'));
+  const dir = copyExample('write-greeting', 'greeting-copy');
+  assert.equal(loadTask(dir).version, original.version);
+  writeFileSync(join(dir, 'tests/test.sh'), '#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n');
+  const edited = loadTask(dir);
+  assert.notEqual(edited.version, original.version);
+  assert.notEqual(edited.verifierHash, original.verifierHash);
+  assert.equal(edited.environmentHash, original.environmentHash);
+});
+
+test('a missing directory or file names it and what to add', () => {
+  invalid(join(scratch, 'nope'), /nope: is not a task directory/);
+  const dir = copyExample('write-greeting', 'no-instruction');
+  rmSync(join(dir, 'instruction.md'));
+  invalid(dir, /instruction\.md: missing/);
+  const noTests = copyExample('write-greeting', 'no-tests');
+  rmSync(join(noTests, 'tests'), { recursive: true });
+  invalid(noTests, /tests\/test\.sh: missing.*reward\.txt/);
+  const noEnv = copyExample('write-greeting', 'no-env');
+  rmSync(join(noEnv, 'environment'), { recursive: true });
+  invalid(noEnv, /environment: missing.*may be empty/);
+});
+
+test('bad TOML names the line and column', () => {
+  const dir = copyExample('write-greeting', 'bad-toml');
+  writeFileSync(join(dir, 'task.toml'), '[agent]\ntimeout_sec = = 3\n');
+  invalid(dir, /task\.toml: line 2, column \d+: not valid TOML/);
+});
+
+test('a field of the wrong type names the section, the field and an example fix', () => {
+  const dir = copyExample('write-greeting', 'bad-field');
+  writeFileSync(join(dir, 'task.toml'), '[agent]\ntimeout_sec = "ten minutes"\n');
+  invalid(dir, /task\.toml: \[agent\]\.timeout_sec: .*Fix: give seconds as a positive number, e\.g\. timeout_sec = 120\.0/);
+  writeFileSync(join(dir, 'task.toml'), '[environment]\nmemory = "lots"\n');
+  invalid(dir, /\[environment\]\.memory: .*Fix: use a size such as memory = "4G"/);
+});
+
+test('unknown keys are ignored with a warning, as Harbor does', () => {
+  const dir = copyExample('write-greeting', 'unknown-keys');
+  writeFileSync(join(dir, 'task.toml'), '[agent]\ntimeout_sec = 10.0\nfavourite_colour = "blue"\n[extras]\nx = 1\n');
+  const task = loadTask(dir);
+  assert.deepEqual(task.warnings, ['task.toml: unknown key [agent].favourite_colour is ignored', 'task.toml: unknown key "extras" is ignored']);
+});
+
+test('Harbor size strings become MiB limits', () => {
+  const dir = copyExample('write-greeting', 'sizes');
+  writeFileSync(join(dir, 'task.toml'), '[environment]\nmemory = "2G"\nstorage = "512M"\ncpus = 0.5\nallow_internet = true\n');
+  const task = loadTask(dir);
+  assert.deepEqual(task.limits, { memoryMb: 2048, cpus: 0.5, diskMb: 512 });
+  const spec = sandboxSpecForTask(task, { workflowId: 'w', runId: 'r', attempt: 0 });
+  assert.equal(spec.network, 'host');
+});
+
+test('a Dockerfile-only environment is refused by the local provider, plainly', () => {
+  const dir = copyExample('write-greeting', 'docker-task');
+  mkdirSync(join(dir, 'environment'), { recursive: true });
+  writeFileSync(join(dir, 'environment/Dockerfile'), 'FROM python:3.11-slim\n');
+  const task = loadTask(dir);
+  assert.equal(task.needsContainer, true);
+  assert.throws(() => sandboxSpecForTask(task, { workflowId: 'w', runId: 'r', attempt: 0 }), /cannot build container images\. Fix: run this task with a container provider/);
+});
