@@ -7,10 +7,8 @@
  * - `task`: the task itself is invalid; fails fast, never retried.
  *
  * Every other module imports these names; no string literal for a failure type
- * appears anywhere else.
+ * appears anywhere else. No dependencies: workflow code imports this module.
  */
-import { z } from 'zod';
-
 export const FAILURE_TYPES = {
   model: ['max_turns', 'agent_timeout', 'malformed_tool_call', 'context_overflow'],
   infra: [
@@ -31,19 +29,7 @@ export const FAILURE_TYPES = {
 export type FailureClass = keyof typeof FAILURE_TYPES;
 export type FailureType<C extends FailureClass = FailureClass> = (typeof FAILURE_TYPES)[C][number];
 
-export const FailureClassSchema = z.enum(['model', 'infra', 'task']);
-
-/** A classified failure as it is recorded in results and workflow history. */
-export const FailureSchema = z
-  .object({
-    failureClass: FailureClassSchema,
-    type: z.string(),
-    message: z.string(),
-  })
-  .refine((f) => (FAILURE_TYPES[f.failureClass] as readonly string[]).includes(f.type), {
-    message: 'failure type does not belong to its class; see shared/failures.ts for the taxonomy',
-    path: ['type'],
-  });
+export const FAILURE_CLASSES = ['model', 'infra', 'task'] as const;
 
 export interface Failure<C extends FailureClass = FailureClass> {
   failureClass: C;
@@ -63,11 +49,12 @@ export function failureName(f: Pick<Failure, 'failureClass' | 'type'>): string {
 export function parseFailureName(name: string): Pick<Failure, 'failureClass' | 'type'> | undefined {
   const slash = name.indexOf('/');
   if (slash < 0) return undefined;
-  const cls = FailureClassSchema.safeParse(name.slice(0, slash));
-  if (!cls.success) return undefined;
+  const cls = name.slice(0, slash);
+  if (!(FAILURE_CLASSES as readonly string[]).includes(cls)) return undefined;
+  const failureClass = cls as FailureClass;
   const type = name.slice(slash + 1);
-  if (!(FAILURE_TYPES[cls.data] as readonly string[]).includes(type)) return undefined;
-  return { failureClass: cls.data, type: type as FailureType };
+  if (!(FAILURE_TYPES[failureClass] as readonly string[]).includes(type)) return undefined;
+  return { failureClass, type: type as FailureType };
 }
 
 /**

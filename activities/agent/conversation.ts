@@ -1,0 +1,69 @@
+/**
+ * The conversation of one attempt, rebuilt from the trajectory store: the
+ * system prompt and instruction, then per turn the policy's assistant message
+ * and the observation of each of its tool calls.
+ */
+import type { AssistantMessage, ChatMessage, ToolSchema } from '../../shared/tools.js';
+import { attemptPrefix, turnName, type TrajectoryStore } from '../store/trajectoryStore.js';
+
+export const SYSTEM_PROMPT =
+  'You are an agent solving a task inside an isolated Linux environment with no network. ' +
+  'Work with the tools: run commands with bash, read and write files. The workspace is your working directory. ' +
+  'When the task is done, call submit. Your work is checked by tests you cannot see after you submit.';
+
+export interface AttemptMeta {
+  system: string;
+  instruction: string;
+  tools: readonly ToolSchema[];
+  startedAt: string;
+}
+
+export interface PolicyTurnRecord {
+  turn: number;
+  assistant: AssistantMessage;
+  model: string;
+  latencyMs: number;
+  finishReason: string | null;
+  usage: Record<string, number> | null;
+  /** Whatever token-level data the server returned (logprobs, token ids), kept verbatim. */
+  tokens: Record<string, unknown> | null;
+}
+
+export interface ToolTurnRecord {
+  turn: number;
+  callIndex: number;
+  toolCallId: string;
+  name: string;
+  arguments: string;
+  /** The text the policy sees as the tool's answer. */
+  observation: string;
+  exitCode: number | null;
+  timedOut: boolean;
+  truncated: boolean;
+  durationMs: number;
+  /** True when the call could not be run as given (unknown tool, invalid JSON, missing field). */
+  malformed: boolean;
+}
+
+export const metaName = (attempt: number): string => `${attemptPrefix(attempt)}meta.json`;
+export const policyName = (attempt: number, turn: number): string => turnName(attempt, turn, 'policy');
+export const toolName = (attempt: number, turn: number, callIndex: number): string => turnName(attempt, turn, `tool-${String(callIndex).padStart(2, '0')}`);
+
+export async function loadConversation(store: TrajectoryStore, ref: string, attempt: number, beforeTurn: number): Promise<ChatMessage[]> {
+  const meta = await store.get<AttemptMeta>(ref, metaName(attempt));
+  if (!meta) throw new Error(`trajectory ${ref} attempt ${attempt} has no meta.json`);
+  const messages: ChatMessage[] = [
+    { role: 'system', content: meta.system },
+    { role: 'user', content: meta.instruction },
+  ];
+  for (let turn = 0; turn < beforeTurn; turn++) {
+    const policy = await store.get<PolicyTurnRecord>(ref, policyName(attempt, turn));
+    if (!policy) throw new Error(`trajectory ${ref} attempt ${attempt} is missing turn ${turn}`);
+    messages.push(policy.assistant);
+    for (const [i, call] of (policy.assistant.tool_calls ?? []).entries()) {
+      const tool = await store.get<ToolTurnRecord>(ref, toolName(attempt, turn, i));
+      messages.push({ role: 'tool', tool_call_id: call.id, content: tool?.observation ?? 'error: this tool call was not run' });
+    }
+  }
+  return messages;
+}

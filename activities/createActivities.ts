@@ -1,0 +1,227 @@
+/**
+ * All side effects of the pipeline, built by one factory from their
+ * dependencies (a sandbox provider, a trajectory store, policy clients), so
+ * tests inject real but small ones. Which worker registers which activity is
+ * the worker's business (workers/startWorkers.ts): provisioning on the main
+ * queue, tool calls / verify / teardown on the sandbox host's own queue,
+ * policy steps on the rate-limited policy queue.
+ */
+import { createHash } from 'node:crypto';
+import type { Logger } from 'pino';
+import { ClassifiedError } from '../shared/failures.js';
+import { hostTaskQueue } from '../shared/names.js';
+import type { ExperimentRecord, ResolvedGroupInput, ResolvedPolicyConfig } from '../shared/pipeline.js';
+import type { EnforcedLimits, SandboxHandle, SandboxProvider, TeardownReport } from '../shared/sandbox.js';
+import type { LoadedTask, TaskRef } from '../shared/task.js';
+import { TOOL_SCHEMAS } from '../shared/tools.js';
+import { loadConversation, metaName, policyName, SYSTEM_PROMPT, toolName, type AttemptMeta, type PolicyTurnRecord, type ToolTurnRecord } from './agent/conversation.js';
+import { executeToolCall } from './agent/executeTool.js';
+import { parseToolCall, summarizeToolCall } from './agent/toolArguments.js';
+import { pipelineVersion } from './pipelineVersion.js';
+import { OpenAIPolicy } from './policies/openaiPolicy.js';
+import type { PolicyClient } from './policies/policyClient.js';
+import { ScriptedPolicy } from './policies/scriptedPolicy.js';
+import type { TrajectoryStore } from './store/trajectoryStore.js';
+import { loadTask } from './tasks/loadTask.js';
+import { sandboxSpecForTask } from './tasks/sandboxSpecForTask.js';
+import { verifyCleanRoom, verifyInPlace } from './verifier/runVerifier.js';
+
+export interface ActivityDeps {
+  provider: SandboxProvider;
+  store: TrajectoryStore;
+  /** The machine this worker runs on; its sandboxes are reached through hostTaskQueue(host). */
+  host: string;
+  workerIdentity: string;
+  logger: Logger;
+  /** Builds the client for a policy config; tests may wrap it (fault injection at the edge). */
+  policyClient?: (config: ResolvedPolicyConfig) => PolicyClient;
+}
+
+export const TOOL_INTERFACE_HASH = createHash('sha256').update(JSON.stringify(TOOL_SCHEMAS)).digest('hex');
+export const RESET_RULES = 'fresh sandbox per attempt: new namespaces, overlay upper layer discarded, task files read-only lower layer';
+
+export interface ProvisionInput {
+  group: ResolvedGroupInput;
+  workflowId: string;
+  runId: string;
+  index: number;
+  attempt: number;
+  trajectoryRef: string;
+}
+
+export interface ProvisionOutput {
+  handle: SandboxHandle;
+  hostQueue: string;
+  enforcedLimits: EnforcedLimits;
+  provisionMs: number;
+  agentTimeoutSec: number;
+  workdir: string;
+  experiment: ExperimentRecord;
+}
+
+export interface PolicyStepInput {
+  policy: ResolvedPolicyConfig;
+  task: TaskRef;
+  trajectoryRef: string;
+  rolloutIndex: number;
+  attempt: number;
+  turn: number;
+}
+
+export interface PolicyStepOutput {
+  calls: { name: string; summary: string; malformed: boolean }[];
+  /** The policy called submit, or answered without any tool call. */
+  submitted: boolean;
+  latencyMs: number;
+}
+
+export interface ToolStepInput {
+  handle: SandboxHandle;
+  trajectoryRef: string;
+  attempt: number;
+  turn: number;
+  callIndex: number;
+  workdir: string;
+  commandTimeoutSec: number;
+  maxOutputBytes: number;
+  remainingMs: number;
+}
+
+export interface ToolStepOutput {
+  name: string;
+  summary: string;
+  exitCode: number | null;
+  malformed: boolean;
+  timedOut: boolean;
+}
+
+export interface VerifyInput {
+  handle: SandboxHandle;
+  group: ResolvedGroupInput;
+  index: number;
+  attempt: number;
+  trajectoryRef: string;
+}
+
+export interface VerifyOutput {
+  reward: number;
+  metrics: Record<string, number>;
+  mode: string;
+  verifyMs: number;
+}
+
+function loadSubmittedTask(ref: TaskRef): LoadedTask {
+  const task = loadTask(ref.dir);
+  if (task.version !== ref.version) {
+    throw new ClassifiedError('task', 'invalid_spec', `${ref.dir}: the task changed since the batch was submitted (version ${ref.version.slice(0, 12)} → ${task.version.slice(0, 12)}). Fix: resubmit the batch, or restore the task files`);
+  }
+  return task;
+}
+
+export function createActivities(deps: ActivityDeps) {
+  const policyClient =
+    deps.policyClient ?? ((config: ResolvedPolicyConfig): PolicyClient => (config.kind === 'scripted' ? new ScriptedPolicy(config.script) : new OpenAIPolicy(config)));
+
+  return {
+    provisionSandbox: async (input: ProvisionInput): Promise<ProvisionOutput> => {
+      const task = loadSubmittedTask(input.group.task);
+      const spec = sandboxSpecForTask(task, { workflowId: input.workflowId, runId: input.runId, attempt: input.attempt }, {
+        batch: input.group.batchId,
+        rollout: String(input.index),
+      });
+      const started = performance.now();
+      const { handle, enforcedLimits } = await deps.provider.provision(spec);
+      const provisionMs = performance.now() - started;
+      const meta: AttemptMeta = { system: SYSTEM_PROMPT, instruction: task.instruction, tools: TOOL_SCHEMAS, startedAt: new Date().toISOString() };
+      try {
+        await deps.store.put(input.trajectoryRef, metaName(input.attempt), meta);
+      } catch (err) {
+        await deps.provider.teardown(handle);
+        throw err;
+      }
+      const agentTimeoutSec = input.group.limits.agentTimeoutSec ?? task.agentTimeoutSec;
+      deps.logger.info({ workflowId: input.workflowId, attempt: input.attempt, sandbox: handle.id, provisionMs }, 'sandbox provisioned');
+      return {
+        handle,
+        hostQueue: hostTaskQueue(deps.host),
+        enforcedLimits,
+        provisionMs,
+        agentTimeoutSec,
+        workdir: task.workdir,
+        experiment: {
+          taskId: task.id,
+          taskVersion: task.version,
+          environmentIdentity: `${deps.provider.name}:${task.environmentHash}`,
+          toolInterfaceHash: TOOL_INTERFACE_HASH,
+          resetRules: RESET_RULES,
+          verifierHash: task.verifierHash,
+          verifyMode: input.group.verifyMode,
+          limits: { ...input.group.limits, agentTimeoutSec },
+          policy: input.group.policy,
+          pipelineVersion: pipelineVersion(),
+          workerIdentity: deps.workerIdentity,
+          sandboxProvider: deps.provider.name,
+        },
+      };
+    },
+
+    policyStep: async (input: PolicyStepInput): Promise<PolicyStepOutput> => {
+      const task = loadSubmittedTask(input.task);
+      const messages = await loadConversation(deps.store, input.trajectoryRef, input.attempt, input.turn);
+      const started = performance.now();
+      const response = await policyClient(input.policy).next({ messages, tools: TOOL_SCHEMAS, task, rolloutIndex: input.rolloutIndex, attempt: input.attempt, turn: input.turn });
+      const latencyMs = performance.now() - started;
+      const record: PolicyTurnRecord = {
+        turn: input.turn,
+        assistant: response.assistant,
+        model: response.model,
+        latencyMs,
+        finishReason: response.finishReason,
+        usage: response.usage,
+        tokens: response.tokens,
+      };
+      await deps.store.put(input.trajectoryRef, policyName(input.attempt, input.turn), record);
+      const calls = (response.assistant.tool_calls ?? []).map((c) => ({ name: c.function.name, summary: summarizeToolCall(c), malformed: !parseToolCall(c).ok }));
+      return { calls, submitted: calls.length === 0 || calls.some((c) => c.name === 'submit' && !c.malformed), latencyMs };
+    },
+
+    runTool: async (input: ToolStepInput): Promise<ToolStepOutput> => {
+      const name = toolName(input.attempt, input.turn, input.callIndex);
+      // A retry after the result was already recorded must not run the command twice.
+      const existing = await deps.store.get<ToolTurnRecord>(input.trajectoryRef, name);
+      const policy = await deps.store.get<PolicyTurnRecord>(input.trajectoryRef, policyName(input.attempt, input.turn));
+      const call = policy?.assistant.tool_calls?.[input.callIndex];
+      if (!call) throw new ClassifiedError('infra', 'storage_error', `trajectory ${input.trajectoryRef}: no tool call ${input.callIndex} in turn ${input.turn}`);
+      if (existing) return { name: existing.name, summary: summarizeToolCall(call), exitCode: existing.exitCode, malformed: existing.malformed, timedOut: existing.timedOut };
+      const outcome = await executeToolCall(deps.provider, input.handle, call, {
+        workdir: input.workdir,
+        commandTimeoutSec: input.commandTimeoutSec,
+        maxOutputBytes: input.maxOutputBytes,
+        remainingMs: input.remainingMs,
+      });
+      const record: ToolTurnRecord = { turn: input.turn, callIndex: input.callIndex, ...outcome };
+      await deps.store.put(input.trajectoryRef, name, record);
+      return { name: outcome.name, summary: summarizeToolCall(call), exitCode: outcome.exitCode, malformed: outcome.malformed, timedOut: outcome.timedOut };
+    },
+
+    verifyAttempt: async (input: VerifyInput): Promise<VerifyOutput> => {
+      const task = loadSubmittedTask(input.group.task);
+      const started = performance.now();
+      const outcome =
+        input.group.verifyMode === 'clean-room'
+          ? await verifyCleanRoom(deps.provider, input.handle, task, sandboxSpecForTask(task, { workflowId: `${input.trajectoryRef}/clean-room`, runId: '', attempt: input.attempt }))
+          : await verifyInPlace(deps.provider, input.handle, task);
+      const verifyMs = performance.now() - started;
+      await deps.store.put(input.trajectoryRef, `attempt-${String(input.attempt).padStart(2, '0')}/verify.json`, { ...outcome, verifyMs });
+      return { reward: outcome.reward, metrics: outcome.metrics, mode: outcome.mode, verifyMs };
+    },
+
+    teardownSandbox: async (handle: SandboxHandle): Promise<TeardownReport & { teardownMs: number }> => {
+      const started = performance.now();
+      const report = await deps.provider.teardown(handle);
+      return { ...report, teardownMs: performance.now() - started };
+    },
+  };
+}
+
+export type PipelineActivities = ReturnType<typeof createActivities>;

@@ -1,0 +1,114 @@
+/**
+ * The `openai` policy: any OpenAI-compatible chat-completions endpoint with
+ * tool calling (vLLM, SGLang, hosted APIs). Endpoint trouble is infra and
+ * retried by Temporal on the policy queue (5xx, 429 honouring retry-after,
+ * refused connections, timeouts, malformed responses); a context overflow is
+ * the model's; a rejected request (bad model name, bad key) fails fast.
+ * Token ids and logprobs are kept when the server returns them.
+ */
+import { ApplicationFailure } from '@temporalio/common';
+import type { z } from 'zod';
+import { failureName } from '../../shared/failures.js';
+import type { OpenAIPolicySchema } from '../../shared/pipeline.js';
+import type { AssistantMessage, ToolCall } from '../../shared/tools.js';
+import type { PolicyClient, PolicyRequest, PolicyResponse } from './policyClient.js';
+
+type OpenAIPolicyConfig = z.output<typeof OpenAIPolicySchema>;
+
+const UNAVAILABLE = failureName({ failureClass: 'infra', type: 'policy_unavailable' });
+const OVERFLOW = failureName({ failureClass: 'model', type: 'context_overflow' });
+
+function unavailable(message: string, options: { nonRetryable?: boolean; retryAfterMs?: number } = {}): ApplicationFailure {
+  return ApplicationFailure.create({
+    type: UNAVAILABLE,
+    message,
+    nonRetryable: options.nonRetryable ?? false,
+    ...(options.retryAfterMs !== undefined ? { nextRetryDelay: options.retryAfterMs } : {}),
+  });
+}
+
+function retryAfterMs(header: string | null): number | undefined {
+  if (!header) return undefined;
+  const seconds = Number(header);
+  if (Number.isFinite(seconds)) return Math.max(0, seconds * 1000);
+  const date = Date.parse(header);
+  return Number.isFinite(date) ? Math.max(0, date - Date.now()) : undefined;
+}
+
+interface ChatCompletion {
+  model?: string;
+  choices?: { message?: { content?: string | null; tool_calls?: ToolCall[] }; finish_reason?: string | null; logprobs?: unknown; token_ids?: unknown }[];
+  usage?: Record<string, number>;
+  prompt_token_ids?: unknown;
+}
+
+export class OpenAIPolicy implements PolicyClient {
+  constructor(
+    private readonly config: OpenAIPolicyConfig,
+    private readonly env: NodeJS.ProcessEnv = process.env,
+  ) {}
+
+  async next(request: PolicyRequest): Promise<PolicyResponse> {
+    const { sampling } = this.config;
+    const body: Record<string, unknown> = {
+      model: this.config.model,
+      messages: request.messages,
+      tools: request.tools,
+      tool_choice: 'auto',
+      ...(sampling.temperature !== undefined ? { temperature: sampling.temperature } : {}),
+      ...(sampling.top_p !== undefined ? { top_p: sampling.top_p } : {}),
+      ...(sampling.max_tokens !== undefined ? { max_tokens: sampling.max_tokens } : {}),
+      // One seed per rollout and turn: reproducible, yet the rollouts of a group differ.
+      ...(sampling.seed !== undefined ? { seed: sampling.seed + request.rolloutIndex * 100_003 + request.attempt * 1_009 + request.turn } : {}),
+      ...(sampling.logprobs ? { logprobs: true } : {}),
+    };
+    const apiKey = this.env[this.config.apiKeyEnv];
+    const url = `${this.config.baseUrl.replace(/\/+$/, '')}/chat/completions`;
+    let response: Response;
+    try {
+      response = await fetch(url, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
+        body: JSON.stringify(body),
+        signal: AbortSignal.timeout(this.config.requestTimeoutMs),
+      });
+    } catch (err) {
+      const cause = (err as { cause?: { code?: string } }).cause?.code;
+      throw unavailable(`policy endpoint ${url} unreachable: ${cause ?? (err as Error).name}: ${(err as Error).message}`);
+    }
+    const text = await response.text().catch(() => '');
+    if (response.status === 429) throw unavailable(`policy endpoint ${url} is rate limiting (429)`, { ...(retryAfterMs(response.headers.get('retry-after')) !== undefined ? { retryAfterMs: retryAfterMs(response.headers.get('retry-after')) } : {}) });
+    if (response.status >= 500) throw unavailable(`policy endpoint ${url} answered ${response.status}: ${text.slice(0, 300)}`);
+    if (response.status >= 400) {
+      if (/context[_ ]length|maximum context|too many tokens|context window/i.test(text)) {
+        throw ApplicationFailure.create({ type: OVERFLOW, message: `the conversation no longer fits the model's context: ${text.slice(0, 300)}`, nonRetryable: true });
+      }
+      throw unavailable(`policy endpoint ${url} rejected the request (${response.status}); check model, API key (${this.config.apiKeyEnv}) and sampling: ${text.slice(0, 300)}`, { nonRetryable: true });
+    }
+    let parsed: ChatCompletion;
+    try {
+      parsed = JSON.parse(text) as ChatCompletion;
+    } catch {
+      throw unavailable(`policy endpoint ${url} sent a response that is not JSON: ${text.slice(0, 200)}`);
+    }
+    const choice = parsed.choices?.[0];
+    if (!choice?.message) throw unavailable(`policy endpoint ${url} sent no choices[0].message: ${text.slice(0, 200)}`);
+    const toolCalls = (choice.message.tool_calls ?? []).map((c, i) => ({
+      id: c.id || `call_${request.turn}_${i}`,
+      type: 'function' as const,
+      function: { name: String(c.function?.name ?? ''), arguments: typeof c.function?.arguments === 'string' ? c.function.arguments : JSON.stringify(c.function?.arguments ?? {}) },
+    }));
+    const assistant: AssistantMessage = { role: 'assistant', content: choice.message.content ?? null, ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) };
+    const tokens: Record<string, unknown> = {};
+    if (choice.logprobs !== undefined && choice.logprobs !== null) tokens.logprobs = choice.logprobs;
+    if (choice.token_ids !== undefined) tokens.token_ids = choice.token_ids;
+    if (parsed.prompt_token_ids !== undefined) tokens.prompt_token_ids = parsed.prompt_token_ids;
+    return {
+      assistant,
+      model: parsed.model ?? this.config.model,
+      finishReason: choice.finish_reason ?? null,
+      usage: parsed.usage ?? null,
+      tokens: Object.keys(tokens).length > 0 ? tokens : null,
+    };
+  }
+}

@@ -1,0 +1,102 @@
+/**
+ * The trainer-facing API. `submitBatch` validates the tasks and options, then
+ * starts one rolloutGroup workflow per task under a stable id
+ * (`rollout/<batch>/<task>`): submitting the same batch again attaches to the
+ * groups already started instead of duplicating work. Group results stream
+ * back as each group finishes.
+ */
+import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
+import { TypedSearchAttributes, WorkflowIdReusePolicy } from '@temporalio/common';
+import { loadTask } from '../activities/tasks/loadTask.js';
+import { groupWorkflowId } from '../shared/names.js';
+import { GroupInputSchema, type GroupInput, type GroupResult, type ResolvedGroupInput } from '../shared/pipeline.js';
+import { ROLLOUT_BATCH, ROLLOUT_TASK_ID, ROLLOUT_TASK_VERSION } from '../shared/searchAttributes.js';
+import { ClassifiedError } from '../shared/failures.js';
+import type { rolloutGroup } from '../workflows/rolloutGroup.js';
+
+export type SubmitBatchOptions = Omit<GroupInput, 'task'> & {
+  /** Task directories (Harbor format). */
+  tasks: string[];
+};
+
+export class BatchInputError extends Error {
+  override readonly name = 'BatchInputError';
+}
+
+export interface SubmittedGroup {
+  taskId: string;
+  workflowId: string;
+  /** False when this call attached to a group an earlier submission started. */
+  started: boolean;
+  handle: WorkflowHandle<typeof rolloutGroup>;
+}
+
+export interface SubmittedBatch {
+  batchId: string;
+  groups: SubmittedGroup[];
+  /** Group results in the order the groups finish. A group that fails (e.g. cancelled) rejects. */
+  results(): AsyncGenerator<GroupResult>;
+}
+
+/** Validates options for every task and returns the workflow inputs, or throws BatchInputError naming the problem. */
+export function resolveBatch(options: SubmitBatchOptions): ResolvedGroupInput[] {
+  if (options.tasks.length === 0) throw new BatchInputError('no tasks: pass at least one task directory');
+  const { tasks, ...shared } = options;
+  const seen = new Set<string>();
+  return tasks.map((dir) => {
+    let task;
+    try {
+      task = loadTask(dir);
+    } catch (err) {
+      if (err instanceof ClassifiedError) throw new BatchInputError(err.message);
+      throw err;
+    }
+    if (seen.has(task.id)) throw new BatchInputError(`task id ${task.id} appears twice in the batch (${dir}); task directory names must be unique`);
+    seen.add(task.id);
+    const parsed = GroupInputSchema.safeParse({ ...shared, task: { id: task.id, dir: task.dir, version: task.version } });
+    if (!parsed.success) {
+      throw new BatchInputError(parsed.error.issues.map((i) => `${i.path.join('.') || 'batch'}: ${i.message}`).join('; '));
+    }
+    return parsed.data;
+  });
+}
+
+export async function submitBatch(client: Client, options: SubmitBatchOptions): Promise<SubmittedBatch> {
+  const inputs = resolveBatch(options);
+  const groups: SubmittedGroup[] = [];
+  for (const input of inputs) {
+    const workflowId = groupWorkflowId(input.batchId, input.task.id);
+    let started = true;
+    let handle: WorkflowHandle<typeof rolloutGroup>;
+    try {
+      handle = await client.workflow.start<typeof rolloutGroup>('rolloutGroup', {
+        workflowId,
+        taskQueue: input.taskQueues.main,
+        args: [input],
+        workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+        typedSearchAttributes: new TypedSearchAttributes([
+          { key: ROLLOUT_BATCH, value: input.batchId },
+          { key: ROLLOUT_TASK_ID, value: input.task.id },
+          { key: ROLLOUT_TASK_VERSION, value: input.task.version },
+        ]),
+      });
+    } catch (err) {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+      started = false;
+      handle = client.workflow.getHandle<typeof rolloutGroup>(workflowId);
+    }
+    groups.push({ taskId: input.task.id, workflowId, started, handle });
+  }
+  return {
+    batchId: inputs[0]?.batchId ?? '',
+    groups,
+    async *results() {
+      const pending = new Map(groups.map((g) => [g.workflowId, g.handle.result().then((r) => ({ id: g.workflowId, r }))]));
+      while (pending.size > 0) {
+        const { id, r } = await Promise.race(pending.values());
+        pending.delete(id);
+        yield r;
+      }
+    },
+  };
+}

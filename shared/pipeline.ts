@@ -1,0 +1,185 @@
+/**
+ * Inputs and results of the rollout pipeline: what the trainer submits, what
+ * each rollout workflow returns, and the experiment record that makes every
+ * reward reproducible. Workflows, activities, client and tests share these.
+ */
+import { z } from 'zod';
+import type { FailureClass } from './failures.js';
+import { TASK_QUEUES } from './names.js';
+import { TaskRefSchema } from './task.js';
+
+export const ScriptedPolicySchema = z
+  .object({
+    kind: z.literal('scripted'),
+    /**
+     * oracle: uploads and runs the task's reference solution, then submits.
+     * noop:   submits at once.
+     * mixed:  oracle on even rollout indices, a known-bad solution (or noop) on odd ones,
+     *         so a group has rewards that differ and advantages that are not all zero.
+     * stall:  runs `true` forever and never submits (hits max turns).
+     */
+    script: z.enum(['oracle', 'noop', 'mixed', 'stall']),
+  })
+  .strict();
+
+export const SamplingSchema = z
+  .object({
+    temperature: z.number().min(0).max(2).optional(),
+    top_p: z.number().gt(0).max(1).optional(),
+    max_tokens: z.number().int().positive().optional(),
+    seed: z.number().int().optional(),
+    /** Ask the server for token logprobs (kept in the trajectory when returned). */
+    logprobs: z.boolean().optional(),
+  })
+  .strict();
+
+export const OpenAIPolicySchema = z
+  .object({
+    kind: z.literal('openai'),
+    /** Base URL of an OpenAI-compatible API, e.g. http://127.0.0.1:8000/v1 (vLLM, SGLang, a provider). */
+    baseUrl: z.url(),
+    model: z.string().min(1),
+    /** Name of the environment variable holding the API key on the workers (never the key itself). */
+    apiKeyEnv: z.string().regex(/^[A-Z_][A-Z0-9_]*$/).default('OPENAI_API_KEY'),
+    sampling: SamplingSchema.default({}),
+    requestTimeoutMs: z.number().int().positive().default(120_000),
+  })
+  .strict();
+
+export const PolicyConfigSchema = z.discriminatedUnion('kind', [ScriptedPolicySchema, OpenAIPolicySchema]);
+export type PolicyConfig = z.input<typeof PolicyConfigSchema>;
+export type ResolvedPolicyConfig = z.output<typeof PolicyConfigSchema>;
+
+export const RolloutLimitsSchema = z
+  .object({
+    maxTurns: z.number().int().positive().max(1000).default(30),
+    /** Agent time budget in seconds, enforced in the workflow; the task's [agent].timeout_sec when absent. */
+    agentTimeoutSec: z.number().positive().optional(),
+    /** Timeout of one bash tool call, in seconds. */
+    commandTimeoutSec: z.number().positive().default(120),
+    /** Output kept per tool call stream, in bytes (the rest is counted and dropped). */
+    maxOutputBytes: z.number().int().positive().default(64 * 1024),
+  })
+  .strict();
+export type RolloutLimits = z.output<typeof RolloutLimitsSchema>;
+
+/** What happens when an attempt ends with a failure of a class (DESIGN.md, failure taxonomy). */
+export const FailurePolicySchema = z
+  .object({
+    infra: z
+      .object({
+        /** Further attempts on a fresh sandbox after an infra failure. */
+        retries: z.number().int().min(0).max(10).default(2),
+        backoffSec: z.number().min(0).default(1),
+        /** When retries are used up: exclude from the baseline, keep a 0 score, or fail the group. */
+        onExhausted: z.enum(['mask', 'score', 'fail_group']).default('mask'),
+      })
+      .strict()
+      .default({ retries: 2, backoffSec: 1, onExhausted: 'mask' }),
+    model: z.enum(['score', 'mask']).default('score'),
+    task: z.enum(['fail_group', 'mask']).default('fail_group'),
+  })
+  .strict();
+export type FailurePolicy = z.output<typeof FailurePolicySchema>;
+
+export const VerifyModeSchema = z.enum(['in-place', 'clean-room']);
+
+export const GroupInputSchema = z
+  .object({
+    batchId: z.string().regex(/^[A-Za-z0-9._-]+$/, 'letters, digits, dot, dash and underscore only'),
+    task: TaskRefSchema,
+    groupSize: z.number().int().min(1).max(1024),
+    policy: PolicyConfigSchema,
+    limits: RolloutLimitsSchema.default({ maxTurns: 30, commandTimeoutSec: 120, maxOutputBytes: 64 * 1024 }),
+    failurePolicy: FailurePolicySchema.default({ infra: { retries: 2, backoffSec: 1, onExhausted: 'mask' }, model: 'score', task: 'fail_group' }),
+    /** Fewer valid rollouts than this and the group is reported insufficient instead of averaged. */
+    minValid: z.number().int().min(1).default(2),
+    verifyMode: VerifyModeSchema.default('in-place'),
+    /** Divide mean-centred advantages by the group's reward std (GRPO); off gives plain mean-centring. */
+    scaleAdvantagesByStd: z.boolean().default(true),
+    /** Task queues of this pipeline's workers (separate pipelines can share one namespace). */
+    taskQueues: z
+      .object({ main: z.string().min(1), policy: z.string().min(1) })
+      .strict()
+      .default({ main: TASK_QUEUES.main, policy: TASK_QUEUES.policy }),
+  })
+  .strict();
+export type GroupInput = z.input<typeof GroupInputSchema>;
+export type ResolvedGroupInput = z.output<typeof GroupInputSchema>;
+
+export interface RolloutInput {
+  group: ResolvedGroupInput;
+  index: number;
+}
+
+export interface StageTimings {
+  /** From the rollout's start to its first sandbox being provisioned (waiting for a worker). */
+  queueMs: number;
+  provisionMs: number;
+  agentMs: number;
+  verifyMs: number;
+  teardownMs: number;
+}
+
+export interface ExperimentRecord {
+  taskId: string;
+  taskVersion: string;
+  environmentIdentity: string;
+  toolInterfaceHash: string;
+  resetRules: string;
+  verifierHash: string;
+  verifyMode: z.infer<typeof VerifyModeSchema>;
+  limits: RolloutLimits & { agentTimeoutSec: number };
+  policy: ResolvedPolicyConfig;
+  pipelineVersion: string;
+  workerIdentity: string;
+  sandboxProvider: string;
+}
+
+export type OutcomeClass = 'ok' | FailureClass;
+
+export interface AttemptSummary {
+  attempt: number;
+  outcomeClass: OutcomeClass;
+  outcomeType: string;
+  message: string;
+  reward: number | null;
+  turns: number;
+}
+
+export interface RolloutResult {
+  index: number;
+  workflowId: string;
+  /** The verifier's reward; null when no attempt produced one (masked or task failure). */
+  reward: number | null;
+  /** GRPO advantage over the group's valid rollouts; null when this one is excluded. */
+  advantage: number | null;
+  /** Whether this rollout counts in the group baseline. */
+  valid: boolean;
+  outcomeClass: OutcomeClass;
+  /** `submitted` for a clean finish, else the failure type (max_turns, sandbox_lost, ...). */
+  outcomeType: string;
+  attempts: number;
+  attemptHistory: AttemptSummary[];
+  turns: number;
+  timings: StageTimings;
+  trajectoryRef: string;
+  experiment: ExperimentRecord | null;
+}
+
+export type GroupStatus = 'complete' | 'insufficient' | 'task_invalid' | 'failed';
+
+export interface GroupResult {
+  batchId: string;
+  taskId: string;
+  taskVersion: string;
+  workflowId: string;
+  status: GroupStatus;
+  /** Why the status is not `complete`. */
+  statusReason: string;
+  groupSize: number;
+  validCount: number;
+  meanReward: number | null;
+  stdReward: number | null;
+  rollouts: RolloutResult[];
+}

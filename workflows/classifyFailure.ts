@@ -1,0 +1,35 @@
+/**
+ * Turns whatever ended an attempt into the failure taxonomy's class and type.
+ * Activities throw errors named `<class>/<type>`; timeouts of a host's queue
+ * mean the host (and so the sandbox) is gone.
+ */
+import { TimeoutType } from '@temporalio/common';
+import { ActivityFailure, ApplicationFailure, TimeoutFailure } from '@temporalio/workflow';
+import { parseFailureName, type FailureClass } from '../shared/failures.js';
+
+export interface Classified {
+  failureClass: FailureClass;
+  type: string;
+  message: string;
+}
+
+export function classifyFailure(err: unknown): Classified {
+  if (err instanceof ActivityFailure) {
+    const cause = err.cause;
+    if (cause instanceof ApplicationFailure) {
+      const parsed = parseFailureName(cause.type ?? '');
+      if (parsed) return { ...parsed, message: cause.message };
+      return { failureClass: 'infra', type: 'exec_transport', message: `${err.activityType} failed: ${cause.type ?? 'Error'}: ${cause.message}` };
+    }
+    if (cause instanceof TimeoutFailure) {
+      const kind = cause.timeoutType === TimeoutType.SCHEDULE_TO_START ? 'no worker picked it up (its host is gone)' : 'it ran out of time (its worker may be gone)';
+      return { failureClass: 'infra', type: cause.timeoutType === TimeoutType.SCHEDULE_TO_START ? 'sandbox_lost' : 'worker_lost', message: `${err.activityType}: ${kind}` };
+    }
+    return { failureClass: 'infra', type: 'exec_transport', message: `${err.activityType} failed: ${cause?.message ?? err.message}` };
+  }
+  if (err instanceof ApplicationFailure) {
+    const parsed = parseFailureName(err.type ?? '');
+    if (parsed) return { ...parsed, message: err.message };
+  }
+  return { failureClass: 'infra', type: 'exec_transport', message: err instanceof Error ? err.message : String(err) };
+}

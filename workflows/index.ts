@@ -1,0 +1,3 @@
+/** Every workflow the pipeline's workers run (workflowsPath points here). */
+export { rollout } from './rollout.js';
+export { rolloutGroup } from './rolloutGroup.js';

@@ -1,0 +1,238 @@
+/**
+ * One rollout: one attempt at one task by the policy, retried on a fresh
+ * sandbox when infrastructure fails. An attempt reads top to bottom:
+ *
+ *   provision sandbox           (main queue; the sandbox's host is returned)
+ *   agent loop, in the workflow (each policy call and each tool call is its own activity)
+ *   verify -> reward            (on the sandbox's host)
+ *   teardown                    (on the sandbox's host, nonCancellable, in finally)
+ *
+ * Model failures (max turns, time budget, malformed calls, context overflow)
+ * end the agent loop but are still verified and scored. Infra failures end
+ * the attempt; a new one starts on a fresh sandbox until retries run out.
+ */
+import { CancellationScope, isCancellation, log, proxyActivities, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import type { PipelineActivities, ProvisionOutput } from '../activities/createActivities.js';
+import type { AttemptSummary, ExperimentRecord, OutcomeClass, RolloutInput, RolloutResult, StageTimings } from '../shared/pipeline.js';
+import { ROLLOUT_ATTEMPTS, ROLLOUT_OUTCOME, ROLLOUT_OUTCOME_CLASS, ROLLOUT_REWARD } from '../shared/searchAttributes.js';
+import { classifyFailure, type Classified } from './classifyFailure.js';
+import { rolloutProgressQuery, type RolloutProgress } from './definitions.js';
+
+/** Failures that retrying the same activity cannot fix. */
+const NON_RETRYABLE = [
+  'model/max_turns',
+  'model/agent_timeout',
+  'model/malformed_tool_call',
+  'model/context_overflow',
+  'task/invalid_spec',
+  'task/verifier_self_check_failed',
+  'infra/sandbox_lost',
+  'infra/capability_missing',
+  'infra/provision_failed',
+  'infra/provision_timeout',
+  'infra/verifier_crashed',
+  'infra/verifier_timeout',
+];
+
+const MALFORMED_TURNS_ALLOWED = 3;
+
+interface AttemptOutcome {
+  reward: number;
+  outcomeClass: Extract<OutcomeClass, 'ok' | 'model'>;
+  outcomeType: string;
+  message: string;
+  turns: number;
+}
+
+function hostActivities(p: ProvisionOutput, commandTimeoutSec: number) {
+  const onHost = { taskQueue: p.hostQueue, scheduleToStartTimeout: '1 minute' } as const;
+  return {
+    tool: proxyActivities<PipelineActivities>({
+      ...onHost,
+      startToCloseTimeout: `${Math.ceil(commandTimeoutSec) + 60} seconds`,
+      retry: { maximumAttempts: 3, nonRetryableErrorTypes: NON_RETRYABLE },
+    }).runTool,
+    verify: proxyActivities<PipelineActivities>({
+      ...onHost,
+      startToCloseTimeout: '30 minutes',
+      retry: { maximumAttempts: 1 },
+    }).verifyAttempt,
+    teardown: proxyActivities<PipelineActivities>({
+      ...onHost,
+      startToCloseTimeout: '2 minutes',
+      retry: { maximumAttempts: 5, initialInterval: '1 second' },
+    }).teardownSandbox,
+  };
+}
+
+export async function rollout(input: RolloutInput): Promise<RolloutResult> {
+  const { group, index } = input;
+  const info = workflowInfo();
+  const trajectoryRef = `${group.batchId}/${group.task.id}/${index}`;
+  const progress: RolloutProgress = { stage: 'starting', attempt: 0, turn: 0, lastAction: '', reward: null };
+  setHandler(rolloutProgressQuery, () => progress);
+
+  const { provisionSandbox } = proxyActivities<PipelineActivities>({
+    taskQueue: group.taskQueues.main,
+    startToCloseTimeout: '2 minutes',
+    // A failed provision is an infra failure of the attempt; the attempt loop retries on a fresh sandbox.
+    retry: { maximumAttempts: 1 },
+  });
+  const { policyStep } = proxyActivities<PipelineActivities>({
+    taskQueue: group.taskQueues.policy,
+    startToCloseTimeout: '5 minutes',
+    // An unavailable endpoint (5xx, 429, refused, timeout) is waited out here, never shown to the model.
+    retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '15 seconds', maximumAttempts: 20, nonRetryableErrorTypes: NON_RETRYABLE },
+  });
+
+  const timings: StageTimings = { queueMs: 0, provisionMs: 0, agentMs: 0, verifyMs: 0, teardownMs: 0 };
+  const history: AttemptSummary[] = [];
+  const startedAt = Date.now();
+  let experiment: ExperimentRecord | null = null;
+  let totalTurns = 0;
+
+  async function runAttempt(attempt: number): Promise<AttemptOutcome> {
+    progress.stage = 'provisioning';
+    progress.attempt = attempt;
+    progress.turn = 0;
+    const requested = Date.now();
+    const p = await provisionSandbox({ group, workflowId: info.workflowId, runId: info.runId, index, attempt, trajectoryRef });
+    timings.provisionMs += p.provisionMs;
+    if (attempt === 0) timings.queueMs = Math.max(0, requested - startedAt + (Date.now() - requested - p.provisionMs));
+    experiment = p.experiment;
+    const host = hostActivities(p, group.limits.commandTimeoutSec);
+
+    try {
+      // ---- agent loop: the policy proposes tool calls, the sandbox runs them ----
+      progress.stage = 'agent';
+      const agentStart = Date.now();
+      const budgetMs = p.agentTimeoutSec * 1000;
+      let modelFailure: Classified | null = null;
+      let malformedStreak = 0;
+      let turn = 0;
+      for (;;) {
+        if (turn >= group.limits.maxTurns) {
+          modelFailure = { failureClass: 'model', type: 'max_turns', message: `no submit after ${group.limits.maxTurns} turns (limits.maxTurns)` };
+          break;
+        }
+        if (Date.now() - agentStart >= budgetMs) {
+          modelFailure = { failureClass: 'model', type: 'agent_timeout', message: `agent time budget of ${p.agentTimeoutSec} s used up` };
+          break;
+        }
+        let step;
+        try {
+          step = await policyStep({ policy: group.policy, task: group.task, trajectoryRef, rolloutIndex: index, attempt, turn });
+        } catch (err) {
+          const c = classifyFailure(err);
+          if (c.failureClass === 'model') {
+            modelFailure = c;
+            break;
+          }
+          throw err;
+        }
+        for (const [callIndex, call] of step.calls.entries()) {
+          if (call.name === 'submit' && !call.malformed) continue;
+          const remainingMs = budgetMs - (Date.now() - agentStart);
+          if (remainingMs <= 0) break;
+          progress.lastAction = `turn ${turn}: ${call.summary}`;
+          await host.tool({
+            handle: p.handle,
+            trajectoryRef,
+            attempt,
+            turn,
+            callIndex,
+            workdir: p.workdir,
+            commandTimeoutSec: group.limits.commandTimeoutSec,
+            maxOutputBytes: group.limits.maxOutputBytes,
+            remainingMs,
+          });
+        }
+        malformedStreak = step.calls.length > 0 && step.calls.every((c) => c.malformed) ? malformedStreak + 1 : 0;
+        turn++;
+        progress.turn = turn;
+        if (step.submitted) break;
+        if (malformedStreak >= MALFORMED_TURNS_ALLOWED) {
+          modelFailure = { failureClass: 'model', type: 'malformed_tool_call', message: `${MALFORMED_TURNS_ALLOWED} turns in a row with only malformed tool calls` };
+          break;
+        }
+      }
+      timings.agentMs += Date.now() - agentStart;
+      totalTurns += turn;
+
+      // ---- verify: the final state is scored, whatever ended the loop ----
+      progress.stage = 'verifying';
+      const verified = await host.verify({ handle: p.handle, group, index, attempt, trajectoryRef });
+      timings.verifyMs += verified.verifyMs;
+      progress.reward = verified.reward;
+      return {
+        reward: verified.reward,
+        outcomeClass: modelFailure ? 'model' : 'ok',
+        outcomeType: modelFailure?.type ?? 'submitted',
+        message: modelFailure?.message ?? '',
+        turns: turn,
+      };
+    } finally {
+      // ---- teardown: always, even when the rollout is cancelled ----
+      progress.stage = 'tearing-down';
+      await CancellationScope.nonCancellable(async () => {
+        try {
+          timings.teardownMs += (await host.teardown(p.handle)).teardownMs;
+        } catch (err) {
+          // The host is gone or teardown kept failing: the reaper removes the sandbox from its record.
+          log.warn('teardown failed; the reaper will remove the sandbox', { sandbox: p.handle.id, error: String(err) });
+        }
+      });
+    }
+  }
+
+  const maxAttempts = 1 + group.failurePolicy.infra.retries;
+  let result: RolloutResult;
+  for (let attempt = 0; ; attempt++) {
+    try {
+      const outcome = await runAttempt(attempt);
+      history.push({ attempt, outcomeClass: outcome.outcomeClass, outcomeType: outcome.outcomeType, message: outcome.message, reward: outcome.reward, turns: outcome.turns });
+      const valid = outcome.outcomeClass === 'ok' || group.failurePolicy.model === 'score';
+      result = finish(outcome.reward, valid, outcome.outcomeClass, outcome.outcomeType, attempt + 1);
+      break;
+    } catch (err) {
+      if (isCancellation(err)) throw err;
+      const c = classifyFailure(err);
+      history.push({ attempt, outcomeClass: c.failureClass, outcomeType: c.type, message: c.message, reward: null, turns: progress.turn });
+      log.warn('attempt failed', { attempt, failureClass: c.failureClass, type: c.type, message: c.message });
+      if (c.failureClass === 'infra' && attempt + 1 < maxAttempts) {
+        progress.stage = 'backoff';
+        await sleep(group.failurePolicy.infra.backoffSec * 1000 * 2 ** attempt);
+        continue;
+      }
+      if (c.failureClass === 'infra' && group.failurePolicy.infra.onExhausted === 'score') result = finish(0, true, c.failureClass, c.type, attempt + 1);
+      else result = finish(null, false, c.failureClass, c.type, attempt + 1);
+      break;
+    }
+  }
+  return result;
+
+  function finish(reward: number | null, valid: boolean, outcomeClass: OutcomeClass, outcomeType: string, attempts: number): RolloutResult {
+    progress.stage = 'done';
+    upsertSearchAttributes([
+      { key: ROLLOUT_OUTCOME, value: outcomeType },
+      { key: ROLLOUT_OUTCOME_CLASS, value: outcomeClass },
+      { key: ROLLOUT_ATTEMPTS, value: attempts },
+      ...(reward !== null ? [{ key: ROLLOUT_REWARD, value: reward }] : []),
+    ]);
+    return {
+      index,
+      workflowId: info.workflowId,
+      reward,
+      advantage: null,
+      valid,
+      outcomeClass,
+      outcomeType,
+      attempts,
+      attemptHistory: history,
+      turns: totalTurns,
+      timings,
+      trajectoryRef,
+      experiment,
+    };
+  }
+}

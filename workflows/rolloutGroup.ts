@@ -1,0 +1,100 @@
+/**
+ * One GRPO group: one task × groupSize rollouts, each a child workflow
+ * (cancelled with its parent). Returns every rollout's reward and outcome and
+ * the advantages over the valid ones; a group with fewer valid rollouts than
+ * minValid is reported insufficient rather than silently averaged.
+ */
+import { executeChild, isCancellation, ParentClosePolicy, setHandler, workflowInfo } from '@temporalio/workflow';
+import { rolloutWorkflowId } from '../shared/names.js';
+import type { GroupResult, GroupStatus, ResolvedGroupInput, RolloutResult } from '../shared/pipeline.js';
+import { ROLLOUT_BATCH, ROLLOUT_TASK_ID, ROLLOUT_TASK_VERSION } from '../shared/searchAttributes.js';
+import { computeAdvantages } from './advantages.js';
+import { classifyFailure } from './classifyFailure.js';
+import { groupProgressQuery, type GroupProgress } from './definitions.js';
+import { rollout } from './rollout.js';
+
+function brokenRollout(input: ResolvedGroupInput, index: number, err: unknown): RolloutResult {
+  const c = classifyFailure(err);
+  return {
+    index,
+    workflowId: rolloutWorkflowId(input.batchId, input.task.id, index),
+    reward: null,
+    advantage: null,
+    valid: false,
+    outcomeClass: c.failureClass,
+    outcomeType: c.type,
+    attempts: 0,
+    attemptHistory: [{ attempt: 0, outcomeClass: c.failureClass, outcomeType: c.type, message: c.message, reward: null, turns: 0 }],
+    turns: 0,
+    timings: { queueMs: 0, provisionMs: 0, agentMs: 0, verifyMs: 0, teardownMs: 0 },
+    trajectoryRef: `${input.batchId}/${input.task.id}/${index}`,
+    experiment: null,
+  };
+}
+
+export async function rolloutGroup(input: ResolvedGroupInput): Promise<GroupResult> {
+  const progress: GroupProgress = { total: input.groupSize, finished: 0, rewards: Array.from({ length: input.groupSize }, () => undefined) };
+  setHandler(groupProgressQuery, () => progress);
+
+  const rollouts = await Promise.all(
+    Array.from({ length: input.groupSize }, async (_, index) => {
+      let result: RolloutResult;
+      try {
+        result = await executeChild(rollout, {
+          workflowId: rolloutWorkflowId(input.batchId, input.task.id, index),
+          taskQueue: input.taskQueues.main,
+          args: [{ group: input, index }],
+          parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
+          typedSearchAttributes: [
+            { key: ROLLOUT_BATCH, value: input.batchId },
+            { key: ROLLOUT_TASK_ID, value: input.task.id },
+            { key: ROLLOUT_TASK_VERSION, value: input.task.version },
+          ],
+        });
+      } catch (err) {
+        if (isCancellation(err)) throw err;
+        result = brokenRollout(input, index, err);
+      }
+      progress.finished++;
+      progress.rewards[index] = result.reward;
+      return result;
+    }),
+  );
+
+  const stats = computeAdvantages(
+    rollouts.map((r) => r.reward),
+    rollouts.map((r) => r.valid),
+    input.scaleAdvantagesByStd,
+  );
+  rollouts.forEach((r, i) => (r.advantage = stats.advantages[i] ?? null));
+  const validCount = rollouts.filter((r) => r.valid).length;
+
+  let status: GroupStatus = 'complete';
+  let statusReason = '';
+  const taskFailure = rollouts.find((r) => r.outcomeClass === 'task');
+  const infraFailure = rollouts.find((r) => r.outcomeClass === 'infra' && !r.valid);
+  if (taskFailure && input.failurePolicy.task === 'fail_group') {
+    status = 'task_invalid';
+    statusReason = taskFailure.attemptHistory.at(-1)?.message ?? taskFailure.outcomeType;
+  } else if (infraFailure && input.failurePolicy.infra.onExhausted === 'fail_group') {
+    status = 'failed';
+    statusReason = `rollout ${infraFailure.index}: ${infraFailure.attemptHistory.at(-1)?.message ?? infraFailure.outcomeType}`;
+  } else if (validCount < input.minValid) {
+    status = 'insufficient';
+    statusReason = `${validCount} valid rollouts, fewer than minValid ${input.minValid}`;
+  }
+
+  return {
+    batchId: input.batchId,
+    taskId: input.task.id,
+    taskVersion: input.task.version,
+    workflowId: workflowInfo().workflowId,
+    status,
+    statusReason,
+    groupSize: input.groupSize,
+    validCount,
+    meanReward: stats.mean,
+    stdReward: stats.std,
+    rollouts,
+  };
+}
