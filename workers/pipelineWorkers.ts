@@ -8,6 +8,7 @@
 import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, Worker, type NativeConnection, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { Logger } from 'pino';
+import { withClassifiedFailures } from '../activities/classifiedToApplicationFailure.js';
 import { createActivities, type ActivityDeps } from '../activities/createActivities.js';
 import { TASK_QUEUES, hostTaskQueue } from '../shared/names.js';
 
@@ -40,7 +41,7 @@ export async function bundlePipelineWorkflows(): Promise<WorkflowBundleWithSourc
 
 export async function createPipelineWorkers(options: PipelineWorkerOptions): Promise<PipelineWorkers> {
   const queues = options.taskQueues ?? TASK_QUEUES;
-  const activities = createActivities(options);
+  const activities = withClassifiedFailures(createActivities(options));
   const bundle = options.workflowBundle ?? (await bundlePipelineWorkflows());
   const common = { connection: options.connection, namespace: options.namespace ?? 'default', identity: options.workerIdentity };
 

@@ -1,0 +1,92 @@
+/**
+ * A scripted OpenAI-compatible chat-completions server on 127.0.0.1: the
+ * real wire format (tool_calls with JSON-string arguments, usage, logprobs),
+ * answers chosen by a script from the conversation so far, and a fault
+ * injector (status codes, refused connections) for the infra tests.
+ */
+import { createServer, type IncomingMessage, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface ChatRequest {
+  model: string;
+  messages: { role: string; content: string | null; tool_calls?: unknown[]; tool_call_id?: string }[];
+  tools?: unknown[];
+  seed?: number;
+  temperature?: number;
+  logprobs?: boolean;
+}
+
+export interface ScriptedReply {
+  content?: string | null;
+  toolCalls?: { name: string; arguments: string | Record<string, unknown> }[];
+}
+
+export type Script = (request: ChatRequest, turn: number) => ScriptedReply;
+
+export interface ScriptedOpenAIServer {
+  baseUrl: string;
+  requests: ChatRequest[];
+  /** The next `count` requests get this status (e.g. 503) instead of an answer. */
+  failNext(count: number, status: number, headers?: Record<string, string>): void;
+  close(): Promise<void>;
+}
+
+async function body(req: IncomingMessage): Promise<string> {
+  const chunks: Buffer[] = [];
+  for await (const chunk of req) chunks.push(chunk as Buffer);
+  return Buffer.concat(chunks).toString('utf8');
+}
+
+export async function startScriptedOpenAIServer(script: Script): Promise<ScriptedOpenAIServer> {
+  const requests: ChatRequest[] = [];
+  const failures: { status: number; headers: Record<string, string> }[] = [];
+  let counter = 0;
+  const server: Server = createServer((req, res) => {
+    void (async () => {
+      if (req.method !== 'POST' || req.url !== '/v1/chat/completions') {
+        res.writeHead(404, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: `no route ${req.method} ${req.url}` } }));
+        return;
+      }
+      const request = JSON.parse(await body(req)) as ChatRequest;
+      requests.push(request);
+      const failure = failures.shift();
+      if (failure) {
+        res.writeHead(failure.status, { 'content-type': 'application/json', ...failure.headers }).end(JSON.stringify({ error: { message: 'injected failure' } }));
+        return;
+      }
+      const turn = request.messages.filter((m) => m.role === 'assistant').length;
+      const reply = script(request, turn);
+      const toolCalls = (reply.toolCalls ?? []).map((c, i) => ({
+        id: `call_${++counter}_${i}`,
+        type: 'function',
+        function: { name: c.name, arguments: typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments) },
+      }));
+      const completion = {
+        id: `chatcmpl-${counter}`,
+        object: 'chat.completion',
+        created: Math.floor(Date.now() / 1000),
+        model: request.model,
+        choices: [
+          {
+            index: 0,
+            message: { role: 'assistant', content: reply.content ?? null, ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) },
+            finish_reason: toolCalls.length > 0 ? 'tool_calls' : 'stop',
+            ...(request.logprobs ? { logprobs: { content: [{ token: 'ok', logprob: -0.01, bytes: [111, 107], top_logprobs: [] }] } } : {}),
+          },
+        ],
+        usage: { prompt_tokens: 100 + turn, completion_tokens: 10, total_tokens: 110 + turn },
+      };
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(completion));
+    })();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as AddressInfo;
+  return {
+    baseUrl: `http://127.0.0.1:${port}/v1`,
+    requests,
+    failNext(count, status, headers = {}) {
+      for (let i = 0; i < count; i++) failures.push({ status, headers });
+    },
+    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+  };
+}

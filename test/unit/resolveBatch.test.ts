@@ -1,0 +1,40 @@
+/** Bad batch input is refused before anything starts, with the field named. */
+import assert from 'node:assert/strict';
+import { dirname, join, resolve } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { BatchInputError, resolveBatch, type SubmitBatchOptions } from '../../client/submitBatch.js';
+
+const task = join(resolve(dirname(fileURLToPath(import.meta.url)), '../../examples/tasks'), 'write-greeting');
+const base: SubmitBatchOptions = { batchId: 'b1', tasks: [task], groupSize: 4, policy: { kind: 'scripted', script: 'mixed' } };
+
+function refused(options: unknown, pattern: RegExp): void {
+  assert.throws(() => resolveBatch(options as SubmitBatchOptions), (err: Error) => err instanceof BatchInputError && pattern.test(err.message));
+}
+
+test('valid options resolve with defaults from DESIGN.md', () => {
+  const [input] = resolveBatch(base);
+  assert.ok(input);
+  assert.equal(input.task.id, 'write-greeting');
+  assert.deepEqual(input.failurePolicy, { infra: { retries: 2, backoffSec: 1, onExhausted: 'mask' }, model: 'score', task: 'fail_group' });
+  assert.equal(input.limits.maxTurns, 30);
+  assert.equal(input.verifyMode, 'in-place');
+});
+
+test('group sizes of 0 and 10,000 are refused', () => {
+  refused({ ...base, groupSize: 0 }, /groupSize: .*>=1/);
+  refused({ ...base, groupSize: 10_000 }, /groupSize: .*<=1024/);
+});
+
+test('an unknown policy kind or script is refused', () => {
+  refused({ ...base, policy: { kind: 'magic' } }, /policy/);
+  refused({ ...base, policy: { kind: 'scripted', script: 'genius' } }, /policy\.script/);
+  refused({ ...base, policy: { kind: 'openai', baseUrl: 'not a url', model: 'm' } }, /policy\.baseUrl/);
+});
+
+test('a bad batch id, a missing task and a duplicated task are refused', () => {
+  refused({ ...base, batchId: 'has spaces' }, /batchId/);
+  refused({ ...base, tasks: ['/nonexistent/task'] }, /is not a task directory/);
+  refused({ ...base, tasks: [task, task] }, /appears twice/);
+  refused({ ...base, tasks: [] }, /no tasks/);
+});
