@@ -12,7 +12,7 @@ import { ClassifiedError } from '../shared/failures.js';
 import { hostTaskQueue } from '../shared/names.js';
 import type { ExperimentRecord, ResolvedGroupInput, ResolvedPolicyConfig } from '../shared/pipeline.js';
 import type { EnforcedLimits, SandboxHandle, SandboxProvider, TeardownReport } from '../shared/sandbox.js';
-import type { LoadedTask, TaskRef } from '../shared/task.js';
+import type { LoadedTask, TaskRef, TaskRequest } from '../shared/task.js';
 import { TOOL_SCHEMAS } from '../shared/tools.js';
 import { loadConversation, metaName, policyName, SYSTEM_PROMPT, toolName, type AttemptMeta, type PolicyTurnRecord, type ToolTurnRecord } from './agent/conversation.js';
 import { executeToolCall } from './agent/executeTool.js';
@@ -123,6 +123,18 @@ export function createActivities(deps: ActivityDeps) {
     deps.policyClient ?? ((config: ResolvedPolicyConfig): PolicyClient => (config.kind === 'scripted' ? new ScriptedPolicy(config.script) : new OpenAIPolicy(config)));
 
   return {
+    /** Pins a task named by its directory to its id and current version (content hash). */
+    resolveTask: async (request: TaskRequest): Promise<TaskRef> => {
+      const task = loadTask(request.dir);
+      if (request.id !== undefined && request.id !== task.id) {
+        throw new ClassifiedError('task', 'invalid_spec', `${request.dir}: the task id is the directory name ${task.id}, not ${request.id}. Fix: drop task.id or rename the directory`);
+      }
+      if (request.version !== undefined && request.version !== task.version) {
+        throw new ClassifiedError('task', 'invalid_spec', `${request.dir}: version ${request.version.slice(0, 12)} was requested, the files are ${task.version.slice(0, 12)}. Fix: request the current version or restore the files`);
+      }
+      return { id: task.id, dir: task.dir, version: task.version };
+    },
+
     provisionSandbox: async (input: ProvisionInput): Promise<ProvisionOutput> => {
       const task = loadSubmittedTask(input.group.task);
       const spec = sandboxSpecForTask(task, { workflowId: input.workflowId, runId: input.runId, attempt: input.attempt }, {

@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # python3 and nodejs are the toolchains sample tasks use inside sandboxes (the host /usr is their base).
-DEBIAN_PACKAGES=(bubblewrap util-linux procps iproute2 psmisc ca-certificates python3 nodejs)
+DEBIAN_PACKAGES=(bubblewrap util-linux procps iproute2 psmisc ca-certificates python3 python3-venv nodejs)
 
 missing=()
 if command -v dpkg-query >/dev/null 2>&1; then
@@ -44,5 +44,17 @@ fi
 temporal_path="$(bash scripts/ensure-temporal.sh)"
 echo "setup: temporal CLI $("$temporal_path" --version | sed 's/^temporal version //') at $temporal_path" >&2
 
+# The Python trainer example (examples/python-trainer) runs on the official temporalio SDK from PyPI.
+py_venv="${ROLLOUT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rollout-pipeline}/python-trainer-venv"
+py_req="examples/python-trainer/requirements.txt"
+py_stamp="$py_venv/.requirements-stamp"
+if [ ! -x "$py_venv/bin/python" ] || [ "$(cat "$py_stamp" 2>/dev/null)" != "$(sha256sum "$py_req" | cut -d' ' -f1)" ]; then
+  echo "setup: python venv for the trainer example at $py_venv" >&2
+  python3 -m venv "$py_venv" >&2
+  "$py_venv/bin/pip" install --quiet --disable-pip-version-check -r "$py_req" >&2
+  sha256sum "$py_req" | cut -d' ' -f1 > "$py_stamp"
+fi
+
 printf 'export PATH=%q\n' "$node_bin:$PATH"
 printf 'export TEMPORAL_CLI_PATH=%q\n' "$temporal_path"
+printf 'export ROLLOUT_TRAINER_PYTHON=%q\n' "$py_venv/bin/python"

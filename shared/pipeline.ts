@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import type { FailureClass } from './failures.js';
 import { TASK_QUEUES } from './names.js';
-import { TaskRefSchema } from './task.js';
+import { TaskRefSchema, TaskRequestSchema } from './task.js';
 
 export const ScriptedPolicySchema = z
   .object({
@@ -106,6 +106,15 @@ export const GroupInputSchema = z
   .strict();
 export type GroupInput = z.input<typeof GroupInputSchema>;
 export type ResolvedGroupInput = z.output<typeof GroupInputSchema>;
+
+/**
+ * What rolloutGroup accepts from any client (the TypeScript API, Python, the
+ * CLI): the group input with every default optional and the task named by
+ * its directory; the workflow pins the task's id and version before any
+ * rollout starts.
+ */
+export const GroupRequestSchema = GroupInputSchema.extend({ task: TaskRequestSchema });
+export type GroupRequest = z.input<typeof GroupRequestSchema>;
 
 export interface RolloutInput {
   group: ResolvedGroupInput;

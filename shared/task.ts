@@ -58,6 +58,14 @@ export const TaskRefSchema = z.object({
 });
 export type TaskRef = z.infer<typeof TaskRefSchema>;
 
+/** How a caller names a task: its directory, optionally pinned to an id and version (the group pins it otherwise). */
+export const TaskRequestSchema = z.object({
+  dir: z.string().startsWith('/', 'an absolute path on the workers'),
+  id: z.string().min(1).optional(),
+  version: z.string().regex(/^[0-9a-f]{64}$/).optional(),
+});
+export type TaskRequest = z.infer<typeof TaskRequestSchema>;
+
 export interface TaskLimits {
   memoryMb: number | undefined;
   cpus: number | undefined;

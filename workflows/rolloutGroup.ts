@@ -4,9 +4,10 @@
  * the advantages over the valid ones; a group with fewer valid rollouts than
  * minValid is reported insufficient rather than silently averaged.
  */
-import { executeChild, isCancellation, ParentClosePolicy, setHandler, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, executeChild, isCancellation, ParentClosePolicy, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import type { PipelineActivities } from '../activities/createActivities.js';
 import { rolloutWorkflowId } from '../shared/names.js';
-import type { GroupResult, GroupStatus, ResolvedGroupInput, RolloutResult } from '../shared/pipeline.js';
+import { GroupRequestSchema, type GroupRequest, type GroupResult, type GroupStatus, type ResolvedGroupInput, type RolloutResult } from '../shared/pipeline.js';
 import { ROLLOUT_BATCH, ROLLOUT_TASK_ID, ROLLOUT_TASK_VERSION } from '../shared/searchAttributes.js';
 import { computeAdvantages } from './advantages.js';
 import { classifyFailure } from './classifyFailure.js';
@@ -32,7 +33,44 @@ function brokenRollout(input: ResolvedGroupInput, index: number, err: unknown): 
   };
 }
 
-export async function rolloutGroup(input: ResolvedGroupInput): Promise<GroupResult> {
+/** Applies defaults, rejects bad input naming the field, and pins the task's id and version. */
+async function resolveInput(request: GroupRequest): Promise<ResolvedGroupInput | { invalidTask: string }> {
+  const parsed = GroupRequestSchema.safeParse(request);
+  if (!parsed.success) {
+    const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'input'}: ${i.message}`).join('; ');
+    throw ApplicationFailure.create({ type: 'BadGroupInput', message: `rolloutGroup input: ${problems}`, nonRetryable: true });
+  }
+  const { task, ...rest } = parsed.data;
+  if (task.id !== undefined && task.version !== undefined) return { ...rest, task: { id: task.id, dir: task.dir, version: task.version } };
+  const { resolveTask } = proxyActivities<PipelineActivities>({ taskQueue: rest.taskQueues.main, startToCloseTimeout: '1 minute', retry: { maximumAttempts: 3, nonRetryableErrorTypes: ['task/invalid_spec'] } });
+  try {
+    return { ...rest, task: await resolveTask(task) };
+  } catch (err) {
+    const c = classifyFailure(err);
+    if (c.failureClass !== 'task') throw err;
+    return { invalidTask: c.message };
+  }
+}
+
+export async function rolloutGroup(request: GroupRequest): Promise<GroupResult> {
+  const resolved = await resolveInput(request);
+  if ('invalidTask' in resolved) {
+    const dir = typeof request.task === 'object' && request.task ? request.task.dir : '';
+    return {
+      batchId: request.batchId,
+      taskId: dir.slice(dir.lastIndexOf('/') + 1),
+      taskVersion: '',
+      workflowId: workflowInfo().workflowId,
+      status: 'task_invalid',
+      statusReason: resolved.invalidTask,
+      groupSize: request.groupSize,
+      validCount: 0,
+      meanReward: null,
+      stdReward: null,
+      rollouts: [],
+    };
+  }
+  const input = resolved;
   const progress: GroupProgress = { total: input.groupSize, finished: 0, rewards: Array.from({ length: input.groupSize }, () => undefined) };
   setHandler(groupProgressQuery, () => progress);
 
