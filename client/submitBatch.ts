@@ -62,7 +62,11 @@ export function resolveBatch(options: SubmitBatchOptions): ResolvedGroupInput[] 
 }
 
 export async function submitBatch(client: Client, options: SubmitBatchOptions): Promise<SubmittedBatch> {
-  const inputs = resolveBatch(options);
+  return submitResolvedBatch(client, resolveBatch(options));
+}
+
+/** Starts (or attaches to) the groups of an already validated batch. */
+export async function submitResolvedBatch(client: Client, inputs: ResolvedGroupInput[]): Promise<SubmittedBatch> {
   const groups: SubmittedGroup[] = [];
   for (const input of inputs) {
     const workflowId = groupWorkflowId(input.batchId, input.task.id);

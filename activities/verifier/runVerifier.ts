@@ -44,11 +44,20 @@ echo "agent processes kept respawning" >&2`;
 
 const MAX_WORKSPACE_BYTES = 512 * 1024 * 1024;
 
+async function readOptional(provider: SandboxProvider, handle: SandboxHandle, path: string, maxBytes: number): Promise<string | undefined> {
+  try {
+    return Buffer.from(await provider.readFile(handle, path, { maxBytes })).toString('utf8');
+  } catch (err) {
+    if (err instanceof Error && /No such file or directory/.test(err.message)) return undefined;
+    throw new ClassifiedError('infra', 'verifier_crashed', `could not read ${path}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
+  }
+}
+
 async function readReward(provider: SandboxProvider, handle: SandboxHandle): Promise<Reward | undefined> {
-  const listing = await provider.exec(handle, 'ls -A /logs/verifier', { timeoutMs: 30_000 });
-  const names = new Set(listing.stdout.split('\n').filter(Boolean));
-  if (names.has('reward.txt')) return parseRewardTxt(Buffer.from(await provider.readFile(handle, '/logs/verifier/reward.txt', { maxBytes: 4096 })).toString('utf8'));
-  if (names.has('reward.json')) return parseRewardJson(Buffer.from(await provider.readFile(handle, '/logs/verifier/reward.json', { maxBytes: 1024 * 1024 })).toString('utf8'));
+  const txt = await readOptional(provider, handle, '/logs/verifier/reward.txt', 4096);
+  if (txt !== undefined) return parseRewardTxt(txt);
+  const json = await readOptional(provider, handle, '/logs/verifier/reward.json', 1024 * 1024);
+  if (json !== undefined) return parseRewardJson(json);
   return undefined;
 }
 

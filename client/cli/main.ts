@@ -4,12 +4,18 @@
  */
 import { TemporalBinaryError } from '../../workers/temporalBinary.js';
 import { serverCommand, serverUsage } from './serverCommand.js';
+import { runCommand, runUsage } from './runCommand.js';
+import { statusCommand, statusUsage } from './statusCommand.js';
 import { taskCommand, taskUsage } from './taskCommand.js';
+import { workerCommand, workerUsage } from './workerCommand.js';
 import { UsageError } from './usageError.js';
 
 const commands: Record<string, { run: (argv: string[]) => Promise<number>; usage: string }> = {
-  server: { run: serverCommand, usage: serverUsage },
+  run: { run: runCommand, usage: runUsage },
+  status: { run: statusCommand, usage: statusUsage },
+  worker: { run: workerCommand, usage: workerUsage },
   task: { run: taskCommand, usage: taskUsage },
+  server: { run: serverCommand, usage: serverUsage },
 };
 
 const usage = `usage: rollout <command> [options]\n\ncommands:\n${Object.values(commands)

@@ -33,7 +33,7 @@ export interface Harness {
   close(): Promise<void>;
 }
 
-export async function startHarness(name: string): Promise<Harness> {
+export async function startHarness(name: string, options: { taskQueues?: { main: string; policy: string } } = {}): Promise<Harness> {
   bundle ??= bundlePipelineWorkflows();
   const scratch = mkdtempSync(join(tmpdir(), `pipeline-${name}-`));
   const provider = new LocalSandboxProvider({ stateRoot: join(scratch, 'sandboxes') });
@@ -41,7 +41,7 @@ export async function startHarness(name: string): Promise<Harness> {
   const { client, close: closeClient } = await connectClient();
   const connection: NativeConnection = await connectWorker();
   const base = uniqueTaskQueue(name);
-  const taskQueues = { main: `${base}-main`, policy: `${base}-policy` };
+  const taskQueues = options.taskQueues ?? { main: `${base}-main`, policy: `${base}-policy` };
   const host = `${hostname()}-${base}`;
   const logger = createLogger(`test-${name}`);
   logger.level = process.env.LOG_LEVEL ?? 'warn';

@@ -140,6 +140,25 @@ describe('local sandbox provider', { timeout: 300_000 }, () => {
     assert.deepEqual(await inspector.leftovers(handle), { processes: [], mounts: [], directories: [], other: [] });
   });
 
+  test('output written before a command exits is never lost, even when the worker is too busy to read it in time', async () => {
+    const { handle } = await provider.provision(spec());
+    // Block the event loop for 60 ms out of every 70 while commands run and exit.
+    const busy = setInterval(() => {
+      const until = Date.now() + 60;
+      while (Date.now() < until);
+    }, 10);
+    try {
+      await provider.writeFile(handle, '/app/reward.txt', '1\n');
+      const reads = await Promise.all(Array.from({ length: 40 }, () => provider.readFile(handle, '/app/reward.txt')));
+      const execs = await Promise.all(Array.from({ length: 20 }, (_, i) => provider.exec(handle, `echo line-${i}`)));
+      assert.deepEqual(reads.map((b) => Buffer.from(b).toString()), Array.from({ length: 40 }, () => '1\n'));
+      assert.deepEqual(execs.map((r) => r.stdout), Array.from({ length: 20 }, (_, i) => `line-${i}\n`));
+    } finally {
+      clearInterval(busy);
+      await provider.teardown(handle);
+    }
+  });
+
   test('a bad spec names the field and the fix', async () => {
     await assert.rejects(provider.provision(spec({ environmentDir: join(scratch, 'missing-env') })), /environmentDir .*missing-env is not a directory/);
     await assert.rejects(provider.provision(spec({ limits: { memoryMb: -1 } })), (err: Error) => err.name === 'task/invalid_spec' && /limits\.memoryMb/.test(err.message));

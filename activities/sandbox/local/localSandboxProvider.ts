@@ -62,6 +62,37 @@ export interface LocalSandboxProviderOptions {
 
 export const DEFAULT_STATE_ROOT = '/var/lib/rollout-pipeline/sandboxes';
 const SANDBOX_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+/**
+ * After the command exits, reads its pipes to the end. A background process it
+ * started may hold them open forever, so reading stops once they have been
+ * idle for OUTPUT_IDLE_MS, checked only after the event loop has polled the
+ * pipes (setImmediate), so output already written is never dropped however
+ * busy the worker is.
+ */
+const OUTPUT_IDLE_MS = 100;
+const OUTPUT_DRAIN_CAP_MS = 5_000;
+
+async function drainAfterExit(...streams: Readable[]): Promise<void> {
+  let lastData = Date.now();
+  const onData = (): void => {
+    lastData = Date.now();
+  };
+  for (const s of streams) s.on('data', onData);
+  const closed = Promise.all(streams.map((s) => new Promise((r) => (s.readableEnded || s.destroyed ? r(null) : s.once('close', r)))));
+  let isClosed = false;
+  void closed.then(() => (isClosed = true));
+  const started = Date.now();
+  while (!isClosed && Date.now() - started < OUTPUT_DRAIN_CAP_MS) {
+    await Promise.race([closed, new Promise((r) => setTimeout(r, 25))]);
+    await new Promise((r) => setImmediate(r));
+    if (!isClosed && Date.now() - lastData >= OUTPUT_IDLE_MS) break;
+  }
+  for (const s of streams) {
+    s.off('data', onData);
+    s.destroy();
+  }
+}
+
 /** Grace between SIGTERM and SIGKILL for a command that ran out of time. */
 const KILL_AFTER_MS = 2_000;
 
@@ -403,11 +434,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     const exitCode = await new Promise<number>((resolve, reject) => {
       child.once('error', (err) => reject(sandboxError('exec_transport', `cannot enter sandbox ${h.id}: ${err.message}`, err)));
       child.once('exit', (code, signal) => {
-        // A background process the command started may keep the pipes open: give output a moment, then stop reading.
-        const streamsClosed = Promise.all([child.stdout, child.stderr].map((s) => new Promise((r) => (s.readableEnded || s.destroyed ? r(null) : s.once('close', r)))));
-        void Promise.race([streamsClosed, new Promise((r) => setTimeout(r, 50))]).then(() => {
-          child.stdout.destroy();
-          child.stderr.destroy();
+        void drainAfterExit(child.stdout, child.stderr).then(() => {
           resolve(code ?? 128 + (signal ? osConstants.signals[signal] : 0));
         });
       });

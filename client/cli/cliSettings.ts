@@ -1,0 +1,61 @@
+/** Settings the `rollout` commands share: where Temporal is, where data goes, which tasks. */
+import { existsSync, readdirSync, statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import type { PolicyConfig } from '../../shared/pipeline.js';
+import { UsageError } from './usageError.js';
+
+export function temporalAddress(flag: string | undefined): string {
+  return flag ?? process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233';
+}
+
+export function dataDir(flag: string | undefined): string {
+  return resolve(flag ?? process.env.ROLLOUT_DATA_DIR ?? '.rollout');
+}
+
+/** A task directory (has task.toml) is one task; any other directory contributes its task subdirectories. */
+export function expandTaskDirs(args: string[]): string[] {
+  const out: string[] = [];
+  for (const arg of args) {
+    const dir = resolve(arg);
+    if (!existsSync(dir) || !statSync(dir).isDirectory()) throw new UsageError(`--tasks ${arg}: not a directory`);
+    if (existsSync(join(dir, 'task.toml'))) {
+      out.push(dir);
+      continue;
+    }
+    const children = readdirSync(dir)
+      .sort()
+      .map((name) => join(dir, name))
+      .filter((d) => existsSync(join(d, 'task.toml')));
+    if (children.length === 0) throw new UsageError(`--tasks ${arg}: neither a task directory (no task.toml) nor a directory of tasks`);
+    out.push(...children);
+  }
+  return out;
+}
+
+/** `scripted:<script>` or `openai` (with --base-url and --model). */
+export function parsePolicy(value: string, options: { baseUrl?: string; model?: string; temperature?: string; seed?: string; apiKeyEnv?: string }): PolicyConfig {
+  if (value.startsWith('scripted:')) {
+    const script = value.slice('scripted:'.length);
+    if (!['oracle', 'noop', 'mixed', 'stall'].includes(script)) throw new UsageError(`--policy ${value}: scripted policies are oracle, noop, mixed and stall`);
+    return { kind: 'scripted', script: script as 'oracle' | 'noop' | 'mixed' | 'stall' };
+  }
+  if (value === 'openai') {
+    if (!options.baseUrl || !options.model) throw new UsageError('--policy openai needs --base-url (e.g. http://127.0.0.1:8000/v1) and --model');
+    const number = (name: string, v: string | undefined): number | undefined => {
+      if (v === undefined) return undefined;
+      const n = Number(v);
+      if (!Number.isFinite(n)) throw new UsageError(`--${name} must be a number, got ${JSON.stringify(v)}`);
+      return n;
+    };
+    const temperature = number('temperature', options.temperature);
+    const seed = number('seed', options.seed);
+    return {
+      kind: 'openai',
+      baseUrl: options.baseUrl,
+      model: options.model,
+      ...(options.apiKeyEnv ? { apiKeyEnv: options.apiKeyEnv } : {}),
+      sampling: { ...(temperature !== undefined ? { temperature } : {}), ...(seed !== undefined ? { seed } : {}) },
+    };
+  }
+  throw new UsageError(`--policy ${JSON.stringify(value)}: use scripted:oracle, scripted:noop, scripted:mixed, scripted:stall or openai`);
+}

@@ -1,0 +1,179 @@
+/**
+ * `rollout run`: submits a batch, shows progress, writes one JSONL line per
+ * rollout and prints the summary table. With --embedded it first starts a
+ * local Temporal dev server and this machine's workers (the demo).
+ */
+import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import type { GroupResult } from '../../shared/pipeline.js';
+import { groupProgressQuery } from '../../workflows/definitions.js';
+import { freePort, startDevServer, type RunningDevServer } from '../../workers/temporalDevServer.js';
+import { startLocalPipeline, type LocalPipeline } from '../../workers/startLocalPipeline.js';
+import { BatchInputError, resolveBatch, submitResolvedBatch, type SubmitBatchOptions } from '../submitBatch.js';
+import { summaryTable } from '../report/summaryTable.js';
+import { dataDir as resolveDataDir, expandTaskDirs, parsePolicy, temporalAddress } from './cliSettings.js';
+import { UsageError } from './usageError.js';
+
+export const runUsage = `rollout run --tasks DIR... [--group-size N] [--policy P] [--batch-id ID] [options]
+  --tasks        task directories, or directories of tasks (repeatable)
+  --group-size   rollouts per task (default 4)
+  --policy       scripted:mixed (default), scripted:oracle, scripted:noop, scripted:stall, or openai
+  --base-url, --model, --temperature, --seed, --api-key-env   for --policy openai
+  --max-turns N, --verify in-place|clean-room, --min-valid N
+  --out FILE     JSONL of rollouts (default <data-dir>/results/<batch>.jsonl)
+  --embedded     start a local Temporal dev server and workers first (state in <data-dir>/temporal.sqlite)
+  --stay         with --embedded: keep the server and its Web UI up until Ctrl-C
+  --address, --data-dir`;
+
+function int(name: string, value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n)) throw new UsageError(`--${name} must be a whole number, got ${JSON.stringify(value)}`);
+  return n;
+}
+
+function parseVerifyMode(value: string | undefined): 'in-place' | 'clean-room' | undefined {
+  if (value === undefined || value === 'in-place' || value === 'clean-room') return value;
+  throw new UsageError(`--verify is in-place or clean-room, got ${JSON.stringify(value)}`);
+}
+
+async function portOr(preferred: number): Promise<number> {
+  const { createServer } = await import('node:net');
+  return new Promise((resolve) => {
+    const s = createServer();
+    s.once('error', () => void freePort().then(resolve));
+    s.listen(preferred, '127.0.0.1', () => s.close(() => resolve(preferred)));
+  });
+}
+
+export async function runCommand(argv: string[]): Promise<number> {
+  const { values } = parseArgs({
+    args: argv,
+    options: {
+      tasks: { type: 'string', multiple: true },
+      'group-size': { type: 'string' },
+      policy: { type: 'string', default: 'scripted:mixed' },
+      'base-url': { type: 'string' },
+      model: { type: 'string' },
+      temperature: { type: 'string' },
+      seed: { type: 'string' },
+      'api-key-env': { type: 'string' },
+      'batch-id': { type: 'string' },
+      'max-turns': { type: 'string' },
+      'min-valid': { type: 'string' },
+      verify: { type: 'string' },
+      out: { type: 'string' },
+      embedded: { type: 'boolean', default: false },
+      stay: { type: 'boolean', default: false },
+      address: { type: 'string' },
+      'data-dir': { type: 'string' },
+    },
+    strict: true,
+  });
+  if (!values.tasks?.length) throw new UsageError(`--tasks is required\n${runUsage}`);
+  const verify = parseVerifyMode(values.verify);
+  const tasks = expandTaskDirs(values.tasks);
+  const data = resolveDataDir(values['data-dir']);
+  const batchId = values['batch-id'] ?? `batch-${new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14)}`;
+  const groupSize = int('group-size', values['group-size'], 4);
+  const options: SubmitBatchOptions = {
+    batchId,
+    tasks,
+    groupSize,
+    minValid: int('min-valid', values['min-valid'], Math.min(2, groupSize)),
+    policy: parsePolicy(values.policy, {
+      ...(values['base-url'] ? { baseUrl: values['base-url'] } : {}),
+      ...(values.model ? { model: values.model } : {}),
+      ...(values.temperature ? { temperature: values.temperature } : {}),
+      ...(values.seed ? { seed: values.seed } : {}),
+      ...(values['api-key-env'] ? { apiKeyEnv: values['api-key-env'] } : {}),
+    }),
+    ...(values['max-turns'] ? { limits: { maxTurns: int('max-turns', values['max-turns'], 30) } } : {}),
+    ...(verify ? { verifyMode: verify } : {}),
+  };
+
+  // Validate everything before any server or worker starts.
+  let inputs;
+  try {
+    inputs = resolveBatch(options);
+  } catch (err) {
+    if (err instanceof BatchInputError) throw new UsageError(err.message);
+    throw err;
+  }
+
+  let server: RunningDevServer | undefined;
+  let pipeline: LocalPipeline | undefined;
+  let connection: Connection | undefined;
+  try {
+    let address = temporalAddress(values.address);
+    if (values.embedded) {
+      mkdirSync(data, { recursive: true });
+      server = await startDevServer({ port: await portOr(7233), uiPort: await portOr(8233), dbFilename: join(data, 'temporal.sqlite'), logFile: join(data, 'temporal-dev-server.log') });
+      address = server.address;
+      pipeline = await startLocalPipeline({ address, dataDir: data });
+      process.stderr.write(`embedded Temporal dev server at ${address}, Web UI ${server.uiUrl}\n`);
+    }
+    connection = await Connection.connect({ address });
+    const client = new Client({ connection });
+    const batch = await submitResolvedBatch(client, inputs);
+    const reused = batch.groups.filter((g) => !g.started).length;
+    process.stderr.write(`batch ${batchId}: ${batch.groups.length} groups × ${groupSize} rollouts${reused ? ` (${reused} already submitted earlier: attached, not restarted)` : ''}\n`);
+
+    const total = batch.groups.length * groupSize;
+    const finished = new Map<string, number>();
+    const showProgress = async (): Promise<void> => {
+      await Promise.all(
+        batch.groups.map(async (g) => {
+          if (finished.get(g.workflowId) === groupSize) return;
+          const p = await g.handle.query(groupProgressQuery).catch(() => undefined);
+          if (p) finished.set(g.workflowId, p.finished);
+        }),
+      );
+      const done = [...finished.values()].reduce((a, b) => a + b, 0);
+      const width = 30;
+      const bar = '#'.repeat(Math.round((done / total) * width)).padEnd(width, '.');
+      process.stderr.write(process.stderr.isTTY ? `\r[${bar}] ${done}/${total} rollouts` : `[${bar}] ${done}/${total} rollouts\n`);
+    };
+    const timer = setInterval(() => void showProgress(), process.stderr.isTTY ? 500 : 5000);
+    const results: GroupResult[] = [];
+    try {
+      for await (const group of batch.results()) {
+        results.push(group);
+        finished.set(group.workflowId, groupSize);
+      }
+    } finally {
+      clearInterval(timer);
+    }
+    await showProgress();
+    if (process.stderr.isTTY) process.stderr.write('\n');
+
+    const out = values.out ?? join(data, 'results', `${batchId}.jsonl`);
+    mkdirSync(join(out, '..'), { recursive: true });
+    const lines = results.flatMap((g) => g.rollouts.map((r) => JSON.stringify({ batchId, taskId: g.taskId, taskVersion: g.taskVersion, groupStatus: g.status, ...r })));
+    writeFileSync(out, `${lines.join('\n')}\n`);
+    results.sort((a, b) => a.taskId.localeCompare(b.taskId));
+    process.stdout.write(`${summaryTable(results)}\n`);
+    process.stdout.write(`rollouts: ${out}\n`);
+    if (pipeline) process.stdout.write(`trajectories: ${pipeline.store.root}/${batchId}/\n`);
+    if (server?.uiUrl) {
+      const query = encodeURIComponent(`RolloutBatch="${batchId}"`);
+      process.stdout.write(`Temporal Web UI: ${server.uiUrl}/namespaces/default/workflows?query=${query}\n`);
+      if (values.stay) {
+        process.stdout.write('the server stays up for the Web UI; Ctrl-C stops it.\n');
+        await new Promise<void>((resolve) => {
+          process.once('SIGINT', resolve);
+          process.once('SIGTERM', resolve);
+        });
+      } else if (existsSync(join(data, 'temporal.sqlite'))) {
+        process.stdout.write(`(the embedded server stops now; browse this batch later with: npx rollout server --db-filename ${join(data, 'temporal.sqlite')})\n`);
+      }
+    }
+    return results.every((g) => g.status === 'complete') ? 0 : 1;
+  } finally {
+    await connection?.close();
+    await pipeline?.stop();
+    await server?.stop();
+  }
+}

@@ -1,0 +1,43 @@
+/** `rollout status <batch>`: every group of a batch, running or finished, from Temporal itself. */
+import { parseArgs } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import type { GroupResult } from '../../shared/pipeline.js';
+import { groupProgressQuery } from '../../workflows/definitions.js';
+import { summaryTable } from '../report/summaryTable.js';
+import { temporalAddress } from './cliSettings.js';
+import { UsageError } from './usageError.js';
+
+export const statusUsage = `rollout status <batch-id> [--address HOST:PORT]
+  Lists the batch's groups: progress of running ones, the table of finished ones.`;
+
+export async function statusCommand(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({ args: argv, options: { address: { type: 'string' } }, allowPositionals: true, strict: true });
+  const [batchId] = positionals;
+  if (!batchId || positionals.length > 1) throw new UsageError(`name one batch id\n${statusUsage}`);
+  if (!/^[A-Za-z0-9._-]+$/.test(batchId)) throw new UsageError(`batch id ${JSON.stringify(batchId)} has characters batch ids never have`);
+  const connection = await Connection.connect({ address: temporalAddress(values.address) });
+  try {
+    const client = new Client({ connection });
+    const finished: GroupResult[] = [];
+    const running: string[] = [];
+    let groups = 0;
+    for await (const wf of client.workflow.list({ query: `RolloutBatch="${batchId}" AND WorkflowType="rolloutGroup"` })) {
+      groups++;
+      const handle = client.workflow.getHandle(wf.workflowId);
+      if (wf.status.name === 'COMPLETED') finished.push((await handle.result()) as GroupResult);
+      else if (wf.status.name === 'RUNNING') {
+        const p = await handle.query(groupProgressQuery).catch(() => undefined);
+        running.push(`${wf.workflowId}: running, ${p ? `${p.finished}/${p.total} rollouts finished` : 'no progress yet'}`);
+      } else running.push(`${wf.workflowId}: ${wf.status.name.toLowerCase()}`);
+    }
+    if (groups === 0) {
+      process.stdout.write(`no groups of batch ${batchId} on ${temporalAddress(values.address)}\n`);
+      return 1;
+    }
+    for (const line of running) process.stdout.write(`${line}\n`);
+    if (finished.length) process.stdout.write(`${summaryTable(finished.sort((a, b) => a.taskId.localeCompare(b.taskId)))}\n`);
+    return 0;
+  } finally {
+    await connection.close();
+  }
+}

@@ -1,0 +1,96 @@
+/**
+ * The `rollout` command line as a user runs it: the embedded demo path
+ * (its own dev server and workers), run and status against a running
+ * pipeline, and bad input answered with exit code 2 and a clear message.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { TASK_QUEUES } from '../../shared/names.js';
+import { startHarness, type Harness } from '../helpers/pipelineHarness.js';
+import { testServerAddress } from '../helpers/temporal.js';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const task = join(root, 'examples/tasks/write-greeting');
+const scratch = mkdtempSync(join(tmpdir(), 'cli-test-'));
+
+function rollout(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolvePromise) => {
+    const child = spawn(process.execPath, [join(root, 'client/bin/rollout.js'), ...args], { cwd: scratch, env: { ...process.env, LOG_LEVEL: 'warn' } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('close', (code) => resolvePromise({ code, stdout, stderr }));
+  });
+}
+
+after(() => rmSync(scratch, { recursive: true, force: true }));
+
+describe('rollout run --embedded (the demo path)', { timeout: 300_000 }, () => {
+  test('starts its own server and workers, runs the batch, writes JSONL and prints the table and UI link', async () => {
+    const data = join(scratch, 'embedded');
+    const run = await rollout(['run', '--embedded', '--tasks', task, '--group-size', '2', '--batch-id', 'cli-embedded', '--data-dir', data]);
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stdout, /write-greeting +complete +2\/2 +0\.50 +0\.50 +1 0 +ok\/submitted:2/);
+    assert.match(run.stdout, /Temporal Web UI: http:\/\/127\.0\.0\.1:\d+\/namespaces\/default\/workflows\?query=RolloutBatch%3D%22cli-embedded%22/);
+    const lines = readFileSync(join(data, 'results/cli-embedded.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { reward: number; taskId: string; experiment: unknown });
+    assert.deepEqual(lines.map((l) => [l.taskId, l.reward]), [['write-greeting', 1], ['write-greeting', 0]]);
+    assert.ok(lines.every((l) => l.experiment), 'each line carries its experiment record');
+  });
+});
+
+describe('rollout run and status against running workers', { timeout: 300_000 }, () => {
+  let h: Harness;
+  before(async () => {
+    h = await startHarness('cli', { taskQueues: TASK_QUEUES });
+    await h.startWorkers();
+  });
+  after(async () => {
+    await h.close();
+  });
+
+  test('run, then status shows the finished batch', async () => {
+    const address = testServerAddress();
+    const run = await rollout(['run', '--address', address, '--tasks', task, '--group-size', '2', '--batch-id', 'cli-remote', '--policy', 'scripted:oracle', '--data-dir', join(scratch, 'remote')]);
+    assert.equal(run.code, 0, run.stderr);
+    assert.match(run.stdout, /write-greeting +complete +2\/2 +1\.00/);
+    const status = await rollout(['status', 'cli-remote', '--address', address]);
+    assert.equal(status.code, 0, status.stderr);
+    assert.match(status.stdout, /write-greeting +complete +2\/2 +1\.00 +0\.00 +1 1/);
+    const again = await rollout(['run', '--address', address, '--tasks', task, '--group-size', '2', '--batch-id', 'cli-remote', '--policy', 'scripted:oracle', '--data-dir', join(scratch, 'remote')]);
+    assert.equal(again.code, 0, again.stderr);
+    assert.match(again.stderr, /1 already submitted earlier: attached, not restarted/);
+  });
+
+  test('status of an unknown batch says so', async () => {
+    const status = await rollout(['status', 'no-such-batch', '--address', testServerAddress()]);
+    assert.equal(status.code, 1);
+    assert.match(status.stdout, /no groups of batch no-such-batch/);
+  });
+});
+
+describe('bad input gets exit code 2 and a message naming the problem', { timeout: 120_000 }, () => {
+  const cases: [string[], RegExp][] = [
+    [['run', '--tasks', join(scratch, 'missing')], /--tasks .*missing: not a directory/],
+    [['run', '--tasks', task, '--group-size', '0'], /groupSize: .*>=1/],
+    [['run', '--tasks', task, '--policy', 'magic'], /--policy "magic": use scripted:oracle/],
+    [['run', '--tasks', task, '--policy', 'openai'], /--policy openai needs --base-url/],
+    [['run', '--tasks', task, '--verify', 'sometimes'], /--verify is in-place or clean-room/],
+    [['run'], /--tasks is required/],
+    [['run', '--tasks', task, '--bogus'], /Unknown option '--bogus'/],
+    [['status'], /name one batch id/],
+  ];
+  for (const [args, message] of cases) {
+    test(`rollout ${args.map((a) => (a.startsWith('/') ? '<dir>' : a)).join(' ')}`, async () => {
+      const run = await rollout([...args, '--address', '127.0.0.1:1']);
+      assert.equal(run.code, 2, run.stdout + run.stderr);
+      assert.match(run.stderr, message);
+      assert.doesNotMatch(run.stderr, /^\s+at /m, 'no stack trace');
+    });
+  }
+});

@@ -1,0 +1,60 @@
+/**
+ * One process that is a whole pipeline worker on this machine: local
+ * sandboxes, a filesystem trajectory store under the data directory, and the
+ * three workers (main, host, policy). Used by `rollout worker` and by the
+ * embedded mode of `rollout run`.
+ */
+import { hostname } from 'node:os';
+import { join } from 'node:path';
+import { NativeConnection } from '@temporalio/worker';
+import { LocalSandboxProvider } from '../activities/sandbox/local/localSandboxProvider.js';
+import { FsTrajectoryStore } from '../activities/store/fsTrajectoryStore.js';
+import { createLogger, installSdkLogger } from './logger.js';
+import { createPipelineWorkers, type PipelineWorkers } from './pipelineWorkers.js';
+
+export interface LocalPipelineOptions {
+  address: string;
+  dataDir: string;
+  policyRatePerSecond?: number;
+  taskQueues?: { main: string; policy: string };
+}
+
+export interface LocalPipeline {
+  workers: PipelineWorkers;
+  store: FsTrajectoryStore;
+  provider: LocalSandboxProvider;
+  done: Promise<void>;
+  stop(): Promise<void>;
+}
+
+export async function startLocalPipeline(options: LocalPipelineOptions): Promise<LocalPipeline> {
+  const logger = createLogger('rollout-worker');
+  installSdkLogger(logger);
+  const connection = await NativeConnection.connect({ address: options.address });
+  const provider = new LocalSandboxProvider();
+  const store = new FsTrajectoryStore(join(options.dataDir, 'trajectories'));
+  const host = hostname();
+  const workers = await createPipelineWorkers({
+    connection,
+    provider,
+    store,
+    host,
+    workerIdentity: `${process.pid}@${host}`,
+    logger,
+    ...(options.taskQueues ? { taskQueues: options.taskQueues } : {}),
+    ...(options.policyRatePerSecond ? { policyRatePerSecond: options.policyRatePerSecond } : {}),
+  });
+  const done = workers.run();
+  logger.info({ address: options.address, host, trajectories: store.root }, 'pipeline workers running');
+  return {
+    workers,
+    store,
+    provider,
+    done,
+    async stop() {
+      workers.shutdown();
+      await done;
+      await connection.close();
+    },
+  };
+}
