@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { loadTrajectory } from '../../client/loadTrajectory.js';
 import { submitBatch } from '../../client/submitBatch.js';
 import type { GroupResult } from '../../shared/pipeline.js';
 import { startHarness, type Harness } from '../helpers/pipelineHarness.js';
@@ -92,6 +93,40 @@ describe('end-to-end batch', { timeout: 600_000 }, () => {
     ]);
     const run = await h.store.get<{ observation: string }>(ref, 'attempt-00/turn-0001.tool-00.json');
     assert.match(run?.observation ?? '', /^exit code: 0/);
+
+    const [attempt] = await loadTrajectory(h.store, ref);
+    assert.ok(attempt);
+    assert.match(attempt.meta.instruction, /greeting\.txt/);
+    assert.deepEqual(attempt.turns.map((t) => t.policy.assistant.tool_calls?.map((c) => c.function.name)), [['write_file'], ['bash'], ['submit']]);
+    assert.deepEqual(attempt.turns.map((t) => t.tools.length), [1, 1, 0]);
+    assert.equal(attempt.verify?.reward, 1);
+  });
+
+  test('clean-room verification and the agent time budget work through the pipeline', async () => {
+    const batch = await submitBatch(h.client, {
+      batchId: `${batchId}-clean`,
+      tasks: [join(examples, 'ini-to-json')],
+      groupSize: 2,
+      policy: { kind: 'scripted', script: 'mixed' },
+      verifyMode: 'clean-room',
+      taskQueues: h.taskQueues,
+    });
+    const [group] = [...(await collect(batch)).values()];
+    assert.deepEqual(group?.rollouts.map((r) => r.reward), [1, 0]);
+    assert.equal(group?.rollouts[0]?.experiment?.verifyMode, 'clean-room');
+
+    const slow = await submitBatch(h.client, {
+      batchId: `${batchId}-budget`,
+      tasks: [join(examples, 'write-greeting')],
+      groupSize: 1,
+      minValid: 1,
+      policy: { kind: 'scripted', script: 'stall' },
+      limits: { maxTurns: 1000, agentTimeoutSec: 1 },
+      taskQueues: h.taskQueues,
+    });
+    const [budget] = [...(await collect(slow)).values()];
+    const r = budget?.rollouts[0];
+    assert.deepEqual([r?.outcomeClass, r?.outcomeType, r?.reward, r?.attempts], ['model', 'agent_timeout', 0, 1]);
   });
 
   test('resubmitting the same batch attaches to the running or finished groups: no duplicated work', async () => {
