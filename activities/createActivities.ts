@@ -183,15 +183,7 @@ export function createActivities(deps: ActivityDeps) {
       const started = performance.now();
       const response = await policyClient(input.policy).next({ messages, tools: TOOL_SCHEMAS, task, rolloutIndex: input.rolloutIndex, attempt: input.attempt, turn: input.turn });
       const latencyMs = performance.now() - started;
-      const record: PolicyTurnRecord = {
-        turn: input.turn,
-        assistant: response.assistant,
-        model: response.model,
-        latencyMs,
-        finishReason: response.finishReason,
-        usage: response.usage,
-        tokens: response.tokens,
-      };
+      const record: PolicyTurnRecord = { turn: input.turn, latencyMs, ...response };
       await deps.store.put(input.trajectoryRef, policyName(input.attempt, input.turn), record);
       const calls = (response.assistant.tool_calls ?? []).map((c) => ({ name: c.function.name, summary: summarizeToolCall(c), malformed: !parseToolCall(c).ok }));
       return { calls, submitted: calls.length === 0 || calls.some((c) => c.name === 'submit' && !c.malformed), latencyMs };

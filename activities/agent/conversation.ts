@@ -3,7 +3,8 @@
  * system prompt and instruction, then per turn the policy's assistant message
  * and the observation of each of its tool calls.
  */
-import type { AssistantMessage, ChatMessage, ToolSchema } from '../../shared/tools.js';
+import type { ChatMessage, ToolSchema } from '../../shared/tools.js';
+import type { PolicyResponse } from '../policies/policyClient.js';
 import { attemptPrefix, turnName, type TrajectoryStore } from '../store/trajectoryStore.js';
 
 export const SYSTEM_PROMPT =
@@ -18,15 +19,10 @@ export interface AttemptMeta {
   startedAt: string;
 }
 
-export interface PolicyTurnRecord {
+/** One turn of the policy as stored: its answer (with token data when the server returned it) and how long it took. */
+export interface PolicyTurnRecord extends PolicyResponse {
   turn: number;
-  assistant: AssistantMessage;
-  model: string;
   latencyMs: number;
-  finishReason: string | null;
-  usage: Record<string, number> | null;
-  /** Whatever token-level data the server returned (logprobs, token ids), kept verbatim. */
-  tokens: Record<string, unknown> | null;
 }
 
 export interface ToolTurnRecord {
