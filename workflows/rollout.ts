@@ -95,10 +95,10 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
     progress.stage = 'provisioning';
     progress.attempt = attempt;
     progress.turn = 0;
-    const requested = Date.now();
     const p = await provisionSandbox({ group, workflowId: info.workflowId, runId: info.runId, index, attempt, trajectoryRef });
     timings.provisionMs += p.provisionMs;
-    if (attempt === 0) timings.queueMs = Math.max(0, requested - startedAt + (Date.now() - requested - p.provisionMs));
+    // Queue: from the rollout's start until a worker had its first sandbox, less the provisioning itself.
+    if (attempt === 0) timings.queueMs = Math.max(0, Date.now() - startedAt - p.provisionMs);
     experiment = p.experiment;
     const host = hostActivities(p, group.limits.commandTimeoutSec);
 
