@@ -18,6 +18,7 @@ import { loadConversation, metaName, policyName, SYSTEM_PROMPT, toolName, type A
 import { executeToolCall } from './agent/executeTool.js';
 import { parseToolCall, summarizeToolCall } from './agent/toolArguments.js';
 import { pipelineVersion } from './pipelineVersion.js';
+import { reapSandboxes, type OwnerStatus, type ReapReport } from './reaper/reapSandboxes.js';
 import { OpenAIPolicy } from './policies/openaiPolicy.js';
 import type { PolicyClient } from './policies/policyClient.js';
 import { ScriptedPolicy } from './policies/scriptedPolicy.js';
@@ -35,6 +36,8 @@ export interface ActivityDeps {
   logger: Logger;
   /** Builds the client for a policy config; tests may wrap it (fault injection at the edge). */
   policyClient?: (config: ResolvedPolicyConfig) => PolicyClient;
+  /** Whether a sandbox's owning workflow run is still open (the reaper asks Temporal). */
+  ownerStatus: (workflowId: string, runId: string) => Promise<OwnerStatus>;
 }
 
 export const TOOL_INTERFACE_HASH = createHash('sha256').update(JSON.stringify(TOOL_SCHEMAS)).digest('hex');
@@ -218,6 +221,12 @@ export function createActivities(deps: ActivityDeps) {
       const verifyMs = performance.now() - started;
       await deps.store.put(input.trajectoryRef, `attempt-${String(input.attempt).padStart(2, '0')}/verify.json`, { ...outcome, verifyMs });
       return { reward: outcome.reward, metrics: outcome.metrics, mode: outcome.mode, verifyMs };
+    },
+
+    reapSandboxes: async (options: { dryRun: boolean }): Promise<ReapReport> => {
+      const report = await reapSandboxes(deps.provider, deps.ownerStatus, { dryRun: options.dryRun });
+      if (report.reaped.length > 0 || report.errors.length > 0) deps.logger.info({ reaped: report.reaped, errors: report.errors, dryRun: report.dryRun }, 'reaper pass');
+      return report;
     },
 
     teardownSandbox: async (handle: SandboxHandle): Promise<TeardownReport & { teardownMs: number }> => {

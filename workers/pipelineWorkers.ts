@@ -55,7 +55,7 @@ export async function createPipelineWorkers(options: PipelineWorkerOptions): Pro
   const host = await Worker.create({
     ...common,
     taskQueue: hostTaskQueue(options.host),
-    activities: { runTool: activities.runTool, verifyAttempt: activities.verifyAttempt, teardownSandbox: activities.teardownSandbox },
+    activities: { runTool: activities.runTool, verifyAttempt: activities.verifyAttempt, teardownSandbox: activities.teardownSandbox, reapSandboxes: activities.reapSandboxes },
     maxConcurrentActivityTaskExecutions: options.maxConcurrentToolCalls ?? 100,
   });
   const policy = await Worker.create({

@@ -6,7 +6,11 @@
  */
 import { hostname } from 'node:os';
 import { join } from 'node:path';
+import { Client, Connection } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
+import { temporalOwnerStatus } from '../activities/reaper/temporalOwnerStatus.js';
+import { TASK_QUEUES } from '../shared/names.js';
+import { ensureJanitorSchedule } from './janitorSchedule.js';
 import { LocalSandboxProvider } from '../activities/sandbox/local/localSandboxProvider.js';
 import { FsTrajectoryStore } from '../activities/store/fsTrajectoryStore.js';
 import { createLogger, installSdkLogger } from './logger.js';
@@ -31,6 +35,8 @@ export async function startLocalPipeline(options: LocalPipelineOptions): Promise
   const logger = createLogger('rollout-worker');
   installSdkLogger(logger);
   const connection = await NativeConnection.connect({ address: options.address });
+  const clientConnection = await Connection.connect({ address: options.address });
+  const client = new Client({ connection: clientConnection });
   const provider = new LocalSandboxProvider();
   const store = new FsTrajectoryStore(join(options.dataDir, 'trajectories'));
   const host = hostname();
@@ -41,11 +47,13 @@ export async function startLocalPipeline(options: LocalPipelineOptions): Promise
     host,
     workerIdentity: `${process.pid}@${host}`,
     logger,
+    ownerStatus: temporalOwnerStatus(client),
     ...(options.taskQueues ? { taskQueues: options.taskQueues } : {}),
     ...(options.policyRatePerSecond ? { policyRatePerSecond: options.policyRatePerSecond } : {}),
   });
   const done = workers.run();
-  logger.info({ address: options.address, host, trajectories: store.root }, 'pipeline workers running');
+  const janitor = await ensureJanitorSchedule(client, { host, mainQueue: options.taskQueues?.main ?? TASK_QUEUES.main });
+  logger.info({ address: options.address, host, trajectories: store.root, janitorSchedule: janitor }, 'pipeline workers running');
   return {
     workers,
     store,
@@ -55,6 +63,7 @@ export async function startLocalPipeline(options: LocalPipelineOptions): Promise
       workers.shutdown();
       await done;
       await connection.close();
+      await clientConnection.close();
     },
   };
 }

@@ -4,6 +4,7 @@
  */
 import { TemporalBinaryError } from '../../workers/temporalBinary.js';
 import { serverCommand, serverUsage } from './serverCommand.js';
+import { gcCommand, gcUsage } from './gcCommand.js';
 import { runCommand, runUsage } from './runCommand.js';
 import { statusCommand, statusUsage } from './statusCommand.js';
 import { taskCommand, taskUsage } from './taskCommand.js';
@@ -15,6 +16,7 @@ const commands: Record<string, { run: (argv: string[]) => Promise<number>; usage
   status: { run: statusCommand, usage: statusUsage },
   worker: { run: workerCommand, usage: workerUsage },
   task: { run: taskCommand, usage: taskUsage },
+  gc: { run: gcCommand, usage: gcUsage },
   server: { run: serverCommand, usage: serverUsage },
 };
 

@@ -14,6 +14,7 @@ import type { SandboxProvider } from '../../shared/sandbox.js';
 import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
 import { FsTrajectoryStore } from '../../activities/store/fsTrajectoryStore.js';
 import type { PolicyClient } from '../../activities/policies/policyClient.js';
+import { temporalOwnerStatus } from '../../activities/reaper/temporalOwnerStatus.js';
 import { createLogger } from '../../workers/logger.js';
 import { bundlePipelineWorkflows, createPipelineWorkers, type PipelineWorkers } from '../../workers/pipelineWorkers.js';
 import { connectClient, connectWorker, uniqueTaskQueue } from './temporal.js';
@@ -64,6 +65,7 @@ export async function startHarness(name: string, options: { taskQueues?: { main:
         workerIdentity: `test-worker@${host}`,
         logger,
         workflowBundle: await bundle!,
+        ownerStatus: temporalOwnerStatus(client),
         ...(overrides.policyClient ? { policyClient: overrides.policyClient } : {}),
       });
       running = { workers, done: workers.run() };

@@ -67,6 +67,12 @@ describe('rollout run and status against running workers', { timeout: 300_000 },
     assert.match(again.stderr, /1 already submitted earlier: attached, not restarted/);
   });
 
+  test('gc --dry-run reports what it examined and removes nothing', async () => {
+    const gc = await rollout(['gc', '--dry-run', '--address', testServerAddress()]);
+    assert.equal(gc.code, 0, gc.stderr);
+    assert.match(gc.stdout, /\d+ sandboxes examined, \d+ would remove, \d+ kept/);
+  });
+
   test('status of an unknown batch says so', async () => {
     const status = await rollout(['status', 'no-such-batch', '--address', testServerAddress()]);
     assert.equal(status.code, 1);

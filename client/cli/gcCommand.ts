@@ -1,0 +1,29 @@
+/**
+ * `rollout gc [--dry-run]`: reaps this machine's sandboxes whose owning
+ * workflow is closed or gone, or whose lease expired (what the janitor
+ * schedule does every minute), and prints what it removed.
+ */
+import { parseArgs } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import { reapSandboxes } from '../../activities/reaper/reapSandboxes.js';
+import { temporalOwnerStatus } from '../../activities/reaper/temporalOwnerStatus.js';
+import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
+import { temporalAddress } from './cliSettings.js';
+
+export const gcUsage = `rollout gc [--dry-run] [--address HOST:PORT]
+  Removes local sandboxes whose workflow is closed or gone, or whose lease expired.`;
+
+export async function gcCommand(argv: string[]): Promise<number> {
+  const { values } = parseArgs({ args: argv, options: { 'dry-run': { type: 'boolean', default: false }, address: { type: 'string' } }, strict: true });
+  const connection = await Connection.connect({ address: temporalAddress(values.address) });
+  try {
+    const report = await reapSandboxes(new LocalSandboxProvider(), temporalOwnerStatus(new Client({ connection })), { dryRun: values['dry-run'] });
+    const verb = report.dryRun ? 'would remove' : 'removed';
+    for (const r of report.reaped) process.stdout.write(`${verb} ${r.id} (${r.reason}; owner ${r.owner.workflowId} attempt ${r.owner.attempt})\n`);
+    for (const e of report.errors) process.stdout.write(`error ${e.id}: ${e.error}\n`);
+    process.stdout.write(`${report.examined} sandboxes examined, ${report.reaped.length} ${verb}, ${report.kept.length} kept (owner still running)\n`);
+    return report.errors.length === 0 ? 0 : 1;
+  } finally {
+    await connection.close();
+  }
+}
