@@ -62,4 +62,11 @@ async def main() -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(asyncio.run(main()))
+    code = asyncio.run(main())
+    sys.stdout.flush()
+    sys.stderr.flush()
+    # A short-lived process that used the SDK's client can abort during interpreter
+    # shutdown ("PyGILState_Release: thread state ... must be current", temporalio
+    # sdk-python issue #300: the Rust runtime's threads outlive the event loop).
+    # Everything is printed and flushed by now, so skip the interpreter teardown.
+    os._exit(code)
