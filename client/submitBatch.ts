@@ -38,6 +38,25 @@ export interface SubmittedBatch {
   results(): AsyncGenerator<GroupResult>;
 }
 
+function policyLabel(input: ResolvedGroupInput): string {
+  return input.policy.kind === 'scripted' ? `scripted:${input.policy.script}` : `${input.policy.model} @ ${input.policy.baseUrl}`;
+}
+
+function groupSummary(input: ResolvedGroupInput): string {
+  return `group ${input.task.id} × ${input.groupSize} · ${policyLabel(input)}`;
+}
+
+function groupDetails(input: ResolvedGroupInput): string {
+  return [
+    `**batch** ${input.batchId}`,
+    `**task** ${input.task.id} (version ${input.task.version.slice(0, 12)}) at ${input.task.dir}`,
+    `**group size** ${input.groupSize}, minValid ${input.minValid}`,
+    `**policy** ${policyLabel(input)}`,
+    `**limits** maxTurns ${input.limits.maxTurns}, command timeout ${input.limits.commandTimeoutSec} s${input.limits.agentTimeoutSec ? `, agent budget ${input.limits.agentTimeoutSec} s` : ''}`,
+    `**verify** ${input.verifyMode}; infra retries ${input.failurePolicy.infra.retries} then ${input.failurePolicy.infra.onExhausted}`,
+  ].join('\n');
+}
+
 /** Validates options for every task and returns the workflow inputs, or throws BatchInputError naming the problem. */
 export function resolveBatch(options: SubmitBatchOptions): ResolvedGroupInput[] {
   if (options.tasks.length === 0) throw new BatchInputError('no tasks: pass at least one task directory');
@@ -78,6 +97,8 @@ export async function submitResolvedBatch(client: Client, inputs: ResolvedGroupI
         taskQueue: input.taskQueues.main,
         args: [input],
         workflowIdReusePolicy: WorkflowIdReusePolicy.REJECT_DUPLICATE,
+        staticSummary: groupSummary(input),
+        staticDetails: groupDetails(input),
         typedSearchAttributes: new TypedSearchAttributes([
           { key: ROLLOUT_BATCH, value: input.batchId },
           { key: ROLLOUT_TASK_ID, value: input.task.id },

@@ -11,7 +11,7 @@
  * end the agent loop but are still verified and scored. Infra failures end
  * the attempt; a new one starts on a fresh sandbox until retries run out.
  */
-import { CancellationScope, isCancellation, log, proxyActivities, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { CancellationScope, isCancellation, log, proxyActivities, setCurrentDetails, setHandler, sleep, upsertSearchAttributes, workflowInfo, type ActivityOptions } from '@temporalio/workflow';
 import type { PipelineActivities, ProvisionOutput } from '../activities/createActivities.js';
 import type { AttemptSummary, ExperimentRecord, OutcomeClass, RolloutInput, RolloutResult, StageTimings } from '../shared/pipeline.js';
 import { ROLLOUT_ATTEMPTS, ROLLOUT_OUTCOME, ROLLOUT_OUTCOME_CLASS, ROLLOUT_REWARD } from '../shared/searchAttributes.js';
@@ -44,24 +44,26 @@ interface AttemptOutcome {
   turns: number;
 }
 
+/**
+ * One activity of the pipeline with fixed options, called with a one-line
+ * summary that the Temporal UI shows for that call (`turn 7: bash: pytest -x`).
+ */
+type Activities = PipelineActivities;
+type ActivityName = Exclude<keyof Activities, symbol>;
+
+function activity<K extends ActivityName>(name: K, options: ActivityOptions): (summary: string, ...args: Parameters<Activities[K]>) => Promise<Awaited<ReturnType<Activities[K]>>> {
+  const fn = proxyActivities<Activities>(options)[name] as unknown as {
+    executeWithOptions(options: ActivityOptions, args: Parameters<Activities[K]>): Promise<Awaited<ReturnType<Activities[K]>>>;
+  };
+  return (summary, ...args) => fn.executeWithOptions({ ...options, summary }, args);
+}
+
 function hostActivities(p: ProvisionOutput, commandTimeoutSec: number) {
   const onHost = { taskQueue: p.hostQueue, scheduleToStartTimeout: '1 minute' } as const;
   return {
-    tool: proxyActivities<PipelineActivities>({
-      ...onHost,
-      startToCloseTimeout: `${Math.ceil(commandTimeoutSec) + 60} seconds`,
-      retry: { maximumAttempts: 3, nonRetryableErrorTypes: NON_RETRYABLE },
-    }).runTool,
-    verify: proxyActivities<PipelineActivities>({
-      ...onHost,
-      startToCloseTimeout: '30 minutes',
-      retry: { maximumAttempts: 1 },
-    }).verifyAttempt,
-    teardown: proxyActivities<PipelineActivities>({
-      ...onHost,
-      startToCloseTimeout: '2 minutes',
-      retry: { maximumAttempts: 5, initialInterval: '1 second' },
-    }).teardownSandbox,
+    tool: activity('runTool', { ...onHost, startToCloseTimeout: `${Math.ceil(commandTimeoutSec) + 60} seconds`, retry: { maximumAttempts: 3, nonRetryableErrorTypes: NON_RETRYABLE } }),
+    verify: activity('verifyAttempt', { ...onHost, startToCloseTimeout: '30 minutes', retry: { maximumAttempts: 1 } }),
+    teardown: activity('teardownSandbox', { ...onHost, startToCloseTimeout: '2 minutes', retry: { maximumAttempts: 5, initialInterval: '1 second' } }),
   };
 }
 
@@ -72,18 +74,24 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   const progress: RolloutProgress = { stage: 'starting', attempt: 0, turn: 0, lastAction: '', reward: null };
   setHandler(rolloutProgressQuery, () => progress);
 
-  const { provisionSandbox } = proxyActivities<PipelineActivities>({
+  const provisionSandbox = activity('provisionSandbox', {
     taskQueue: group.taskQueues.main,
     startToCloseTimeout: '2 minutes',
     // A failed provision is an infra failure of the attempt; the attempt loop retries on a fresh sandbox.
     retry: { maximumAttempts: 1 },
   });
-  const { policyStep } = proxyActivities<PipelineActivities>({
+  const policyStep = activity('policyStep', {
     taskQueue: group.taskQueues.policy,
     startToCloseTimeout: '5 minutes',
     // An unavailable endpoint (5xx, 429, refused, timeout) is waited out here, never shown to the model.
     retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '15 seconds', maximumAttempts: 20, nonRetryableErrorTypes: NON_RETRYABLE },
   });
+  const policyName = group.policy.kind === 'scripted' ? `scripted:${group.policy.script}` : group.policy.model;
+  /** Live details the Temporal UI shows while the rollout runs. */
+  const showProgress = (): void => {
+    const action = progress.lastAction ? ` · ${progress.lastAction}` : '';
+    setCurrentDetails(`**${progress.stage}** · attempt ${progress.attempt + 1} · turn ${progress.turn}${action}`);
+  };
 
   const timings: StageTimings = { queueMs: 0, provisionMs: 0, agentMs: 0, verifyMs: 0, teardownMs: 0 };
   const history: AttemptSummary[] = [];
@@ -95,7 +103,8 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
     progress.stage = 'provisioning';
     progress.attempt = attempt;
     progress.turn = 0;
-    const p = await provisionSandbox({ group, workflowId: info.workflowId, runId: info.runId, index, attempt, trajectoryRef });
+    showProgress();
+    const p = await provisionSandbox(`provision ${attempt === 0 ? '' : 'fresh '}local sandbox (attempt ${attempt + 1})`, { group, workflowId: info.workflowId, runId: info.runId, index, attempt, trajectoryRef });
     timings.provisionMs += p.provisionMs;
     // Queue: from the rollout's start until a worker had its first sandbox, less the provisioning itself.
     if (attempt === 0) timings.queueMs = Math.max(0, Date.now() - startedAt - p.provisionMs);
@@ -105,6 +114,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
     try {
       // ---- agent loop: the policy proposes tool calls, the sandbox runs them ----
       progress.stage = 'agent';
+      showProgress();
       const agentStart = Date.now();
       const budgetMs = p.agentTimeoutSec * 1000;
       let modelFailure: Classified | null = null;
@@ -121,7 +131,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
         }
         let step;
         try {
-          step = await policyStep({ policy: group.policy, task: group.task, trajectoryRef, rolloutIndex: index, attempt, turn });
+          step = await policyStep(`turn ${turn}: policy ${policyName}`, { policy: group.policy, task: group.task, trajectoryRef, rolloutIndex: index, attempt, turn });
         } catch (err) {
           const c = classifyFailure(err);
           if (c.failureClass === 'model') {
@@ -135,7 +145,8 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
           const remainingMs = budgetMs - (Date.now() - agentStart);
           if (remainingMs <= 0) break;
           progress.lastAction = `turn ${turn}: ${call.summary}`;
-          await host.tool({
+          showProgress();
+          await host.tool(progress.lastAction, {
             handle: p.handle,
             trajectoryRef,
             attempt,
@@ -161,7 +172,8 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
 
       // ---- verify: the final state is scored, whatever ended the loop ----
       progress.stage = 'verifying';
-      const verified = await host.verify({ handle: p.handle, group, index, attempt, trajectoryRef });
+      showProgress();
+      const verified = await host.verify(`verify (${group.verifyMode})`, { handle: p.handle, group, index, attempt, trajectoryRef });
       timings.verifyMs += verified.verifyMs;
       progress.reward = verified.reward;
       return {
@@ -176,7 +188,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
       progress.stage = 'tearing-down';
       await CancellationScope.nonCancellable(async () => {
         try {
-          timings.teardownMs += (await host.teardown(p.handle)).teardownMs;
+          timings.teardownMs += (await host.teardown(`teardown sandbox ${p.handle.id}`, p.handle)).teardownMs;
         } catch (err) {
           // The host is gone or teardown kept failing: the reaper removes the sandbox from its record.
           log.warn('teardown failed; the reaper will remove the sandbox', { sandbox: p.handle.id, error: String(err) });
@@ -213,6 +225,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
 
   function finish(reward: number | null, valid: boolean, outcomeClass: OutcomeClass, outcomeType: string, attempts: number): RolloutResult {
     progress.stage = 'done';
+    setCurrentDetails(`**done** · ${outcomeClass}/${outcomeType} · reward ${reward ?? 'none'} · ${attempts} attempt${attempts === 1 ? '' : 's'}`);
     upsertSearchAttributes([
       { key: ROLLOUT_OUTCOME, value: outcomeType },
       { key: ROLLOUT_OUTCOME_CLASS, value: outcomeClass },

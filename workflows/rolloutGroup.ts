@@ -83,6 +83,8 @@ export async function rolloutGroup(request: GroupRequest): Promise<GroupResult> 
           taskQueue: input.taskQueues.main,
           args: [{ group: input, index }],
           parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
+          staticSummary: `rollout ${index + 1}/${input.groupSize} of ${input.task.id}`,
+          staticDetails: `**batch** ${input.batchId} · **task** ${input.task.id} (version ${input.task.version.slice(0, 12)}) · **rollout** ${index}`,
           typedSearchAttributes: [
             { key: ROLLOUT_BATCH, value: input.batchId },
             { key: ROLLOUT_TASK_ID, value: input.task.id },

@@ -102,6 +102,32 @@ describe('end-to-end batch', { timeout: 600_000 }, () => {
     assert.equal(attempt.verify?.reward, 1);
   });
 
+  test('the Temporal UI gets summaries: group and rollout workflows, and every activity call', async () => {
+    const group = h.client.workflow.getHandle(`rollout/${batchId}/fix-median`);
+    const groupDescription = await group.describe();
+    assert.equal(await groupDescription.staticSummary(), 'group fix-median × 4 · scripted:mixed');
+    assert.match((await groupDescription.staticDetails()) ?? '', /\*\*policy\*\* scripted:mixed/);
+    const rollout = h.client.workflow.getHandle(`rollout/${batchId}/fix-median/0`);
+    assert.equal(await (await rollout.describe()).staticSummary(), 'rollout 1/4 of fix-median');
+    const history = await rollout.fetchHistory();
+    const summaries = (history.events ?? [])
+      .filter((e) => e.activityTaskScheduledEventAttributes)
+      .map((e) => {
+        const data = e.userMetadata?.summary?.data;
+        return data ? (JSON.parse(Buffer.from(data).toString('utf8')) as string) : '(none)';
+      });
+    assert.match(summaries.at(-1) ?? '', /^teardown sandbox sbx-[a-z0-9-]+$/);
+    assert.deepEqual(summaries.slice(0, -1), [
+      'provision local sandbox (attempt 1)',
+      'turn 0: policy scripted:mixed',
+      'turn 0: write_file: /solution/solve.sh',
+      'turn 1: policy scripted:mixed',
+      'turn 1: bash: bash /solution/solve.sh',
+      'turn 2: policy scripted:mixed',
+      'verify (in-place)',
+    ]);
+  });
+
   test('clean-room verification and the agent time budget work through the pipeline', async () => {
     const batch = await submitBatch(h.client, {
       batchId: `${batchId}-clean`,
