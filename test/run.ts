@@ -29,6 +29,7 @@ if (!env.TEMPORAL_ADDRESS) {
   }
   env.TEMPORAL_ADDRESS = server.address;
   env.TEMPORAL_CLI_PATH = server.binary.path;
+  if (server.uiUrl) env.TEMPORAL_UI_URL = server.uiUrl;
   console.log(`npm test: Temporal dev server ${server.binary.version} at ${server.address} (UI ${server.uiUrl ?? 'off'}), pid ${server.pid}`);
 } else {
   console.log(`npm test: reusing the Temporal server at ${env.TEMPORAL_ADDRESS}`);

@@ -83,7 +83,7 @@ export async function rolloutGroup(request: GroupRequest): Promise<GroupResult> 
           taskQueue: input.taskQueues.main,
           args: [{ group: input, index }],
           parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
-          staticSummary: `rollout ${index + 1}/${input.groupSize} of ${input.task.id}`,
+          staticSummary: `rollout ${index + 1} of ${input.groupSize} · ${input.task.id}`,
           staticDetails: `**batch** ${input.batchId} · **task** ${input.task.id} (version ${input.task.version.slice(0, 12)}) · **rollout** ${index}`,
           typedSearchAttributes: [
             { key: ROLLOUT_BATCH, value: input.batchId },

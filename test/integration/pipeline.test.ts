@@ -108,7 +108,7 @@ describe('end-to-end batch', { timeout: 600_000 }, () => {
     assert.equal(await groupDescription.staticSummary(), 'group fix-median × 4 · scripted:mixed');
     assert.match((await groupDescription.staticDetails()) ?? '', /\*\*policy\*\* scripted:mixed/);
     const rollout = h.client.workflow.getHandle(`rollout/${batchId}/fix-median/0`);
-    assert.equal(await (await rollout.describe()).staticSummary(), 'rollout 1/4 of fix-median');
+    assert.equal(await (await rollout.describe()).staticSummary(), 'rollout 1 of 4 · fix-median');
     const history = await rollout.fetchHistory();
     const summaries = (history.events ?? [])
       .filter((e) => e.activityTaskScheduledEventAttributes)
