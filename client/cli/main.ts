@@ -5,6 +5,7 @@
 import { TemporalBinaryError } from '../../workers/temporalBinary.js';
 import { serverCommand, serverUsage } from './serverCommand.js';
 import { gcCommand, gcUsage } from './gcCommand.js';
+import { replayHistoryCommand, replayHistoryUsage } from './replayHistoryCommand.js';
 import { runCommand, runUsage } from './runCommand.js';
 import { statusCommand, statusUsage } from './statusCommand.js';
 import { taskCommand, taskUsage } from './taskCommand.js';
@@ -17,6 +18,7 @@ const commands: Record<string, { run: (argv: string[]) => Promise<number>; usage
   worker: { run: workerCommand, usage: workerUsage },
   task: { run: taskCommand, usage: taskUsage },
   gc: { run: gcCommand, usage: gcUsage },
+  'replay-history': { run: replayHistoryCommand, usage: replayHistoryUsage },
   server: { run: serverCommand, usage: serverUsage },
 };
 

@@ -73,6 +73,12 @@ describe('rollout run and status against running workers', { timeout: 300_000 },
     assert.match(gc.stdout, /\d+ sandboxes examined, \d+ would remove, \d+ kept/);
   });
 
+  test('replay-history replays a finished rollout against the current code', async () => {
+    const replay = await rollout(['replay-history', 'rollout/cli-remote/write-greeting/0', '--address', testServerAddress()]);
+    assert.equal(replay.code, 0, replay.stdout + replay.stderr);
+    assert.match(replay.stdout, /^replays: rollout\/cli-remote\/write-greeting\/0 \(\d+ events\)/);
+  });
+
   test('status of an unknown batch says so', async () => {
     const status = await rollout(['status', 'no-such-batch', '--address', testServerAddress()]);
     assert.equal(status.code, 1);

@@ -1,0 +1,39 @@
+/**
+ * `rollout replay-history <workflowId>`: fetches a workflow's history from
+ * Temporal and replays it against this checkout's workflow code. Exit 0 when
+ * it replays; 1 with the nondeterminism error when a code change would break
+ * that run.
+ */
+import { parseArgs } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import { Worker } from '@temporalio/worker';
+import { DeterminismViolationError } from '@temporalio/workflow';
+import { WORKFLOWS_PATH } from '../../workers/pipelineWorkers.js';
+import { temporalAddress } from './cliSettings.js';
+import { UsageError } from './usageError.js';
+
+export const replayHistoryUsage = `rollout replay-history <workflow-id> [--run-id ID] [--address HOST:PORT]
+  Replays a workflow's recorded history against the current workflow code.`;
+
+export async function replayHistoryCommand(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({ args: argv, options: { 'run-id': { type: 'string' }, address: { type: 'string' } }, allowPositionals: true, strict: true });
+  const [workflowId] = positionals;
+  if (!workflowId || positionals.length > 1) throw new UsageError(`name one workflow id\n${replayHistoryUsage}`);
+  const connection = await Connection.connect({ address: temporalAddress(values.address) });
+  try {
+    const history = await new Client({ connection }).workflow.getHandle(workflowId, values['run-id']).fetchHistory();
+    try {
+      await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH }, history, workflowId);
+    } catch (err) {
+      if (err instanceof DeterminismViolationError) {
+        process.stdout.write(`NONDETERMINISTIC ${workflowId}: ${err.message}\n`);
+        return 1;
+      }
+      throw err;
+    }
+    process.stdout.write(`replays: ${workflowId} (${history.events?.length ?? 0} events) against ${WORKFLOWS_PATH}\n`);
+    return 0;
+  } finally {
+    await connection.close();
+  }
+}

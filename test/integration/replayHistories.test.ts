@@ -1,0 +1,36 @@
+/**
+ * Determinism guard: recorded histories of every workflow type
+ * (test/fixtures/histories, made by `npm run histories:record`) must replay
+ * against the current workflow code. A change that would break running
+ * workflows fails here, in CI, before it reaches a worker.
+ */
+import assert from 'node:assert/strict';
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
+import { Worker } from '@temporalio/worker';
+import { DeterminismViolationError } from '@temporalio/workflow';
+import { WORKFLOWS_PATH } from '../../workers/pipelineWorkers.js';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const dir = join(root, 'test/fixtures/histories');
+const load = (name: string) => historyFromJSON(JSON.parse(readFileSync(join(dir, name), 'utf8')));
+
+test('there is a recorded history for every workflow type', () => {
+  assert.deepEqual(readdirSync(dir).sort(), ['janitor.json', 'rollout.json', 'rolloutGroup.json']);
+});
+
+for (const name of ['rolloutGroup', 'rollout', 'janitor']) {
+  test(`the recorded ${name} history replays against the current code`, { timeout: 120_000 }, async () => {
+    await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH }, load(`${name}.json`), `recorded-${name}`);
+  });
+}
+
+test('a deliberately non-deterministic change to rollout is caught', { timeout: 120_000 }, async () => {
+  await assert.rejects(
+    Worker.runReplayHistory({ workflowsPath: join(root, 'test/fixtures/workflows/rolloutChanged.ts') }, load('rollout.json'), 'recorded-rollout'),
+    (err: unknown) => err instanceof DeterminismViolationError,
+  );
+});

@@ -1,0 +1,49 @@
+/**
+ * Records the histories the replay test checks every change against: one
+ * rolloutGroup, one rollout and one janitor run, from real runs on the dev
+ * server. Run after an intentional, versioned workflow change:
+ *   npm run histories:record
+ */
+import { execFileSync } from 'node:child_process';
+import { writeFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
+import { test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { submitBatch } from '../../client/submitBatch.js';
+import { hostTaskQueue } from '../../shared/names.js';
+import { startHarness } from '../helpers/pipelineHarness.js';
+import { testServerAddress } from '../helpers/temporal.js';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const out = join(root, 'test/fixtures/histories');
+
+test('record workflow histories for the replay test', { timeout: 300_000 }, async () => {
+  const h = await startHarness('record');
+  try {
+    await h.startWorkers();
+    const batchId = 'recorded';
+    const batch = await submitBatch(h.client, {
+      batchId,
+      tasks: [join(root, 'examples/tasks/fix-median')],
+      groupSize: 2,
+      policy: { kind: 'scripted', script: 'mixed' },
+      taskQueues: h.taskQueues,
+    });
+    for await (const group of batch.results()) if (group.status !== 'complete') throw new Error(`group ${group.status}`);
+    const janitorId = `janitor-recorded-${Date.now()}`;
+    await h.client.workflow.execute('janitor', { taskQueue: h.taskQueues.main, workflowId: janitorId, args: [{ hostQueue: hostTaskQueue(h.host) }] });
+
+    // The CLI writes history in the proto JSON format that historyFromJSON reads back.
+    const cli = process.env.TEMPORAL_CLI_PATH;
+    if (!cli) throw new Error('TEMPORAL_CLI_PATH is not set: run this through `npm run histories:record`');
+    const save = (name: string, workflowId: string): void => {
+      const json = execFileSync(cli, ['workflow', 'show', '--address', testServerAddress(), '--workflow-id', workflowId, '--output', 'json'], { encoding: 'utf8' });
+      writeFileSync(join(out, `${name}.json`), json.endsWith('\n') ? json : `${json}\n`);
+    };
+    save('rolloutGroup', `rollout/${batchId}/fix-median`);
+    save('rollout', `rollout/${batchId}/fix-median/0`);
+    save('janitor', janitorId);
+  } finally {
+    await h.close();
+  }
+});
