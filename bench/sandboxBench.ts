@@ -15,7 +15,8 @@ import { parseArgs } from 'node:util';
 import { LocalSandboxProvider } from '../activities/sandbox/local/localSandboxProvider.js';
 import { processesInNamespace, namespaceOf } from '../activities/sandbox/local/procfs.js';
 import type { SandboxHandle } from '../shared/sandbox.js';
-import { formatTable, machineFacts, summarize, type Summary } from './stats.js';
+import { summarize, type Summary } from '../shared/stats.js';
+import { formatTable, machineFacts } from './stats.js';
 
 const { values } = parseArgs({
   options: { json: { type: 'boolean', default: false }, cycles: { type: 'string', default: '200' }, alive: { type: 'string', default: '200' } },

@@ -6,6 +6,7 @@ import { TemporalBinaryError } from '../../workers/temporalBinary.js';
 import { serverCommand, serverUsage } from './serverCommand.js';
 import { gcCommand, gcUsage } from './gcCommand.js';
 import { replayHistoryCommand, replayHistoryUsage } from './replayHistoryCommand.js';
+import { reportCommand, reportUsage } from './reportCommand.js';
 import { runCommand, runUsage } from './runCommand.js';
 import { statusCommand, statusUsage } from './statusCommand.js';
 import { taskCommand, taskUsage } from './taskCommand.js';
@@ -15,6 +16,7 @@ import { UsageError } from './usageError.js';
 const commands: Record<string, { run: (argv: string[]) => Promise<number>; usage: string }> = {
   run: { run: runCommand, usage: runUsage },
   status: { run: statusCommand, usage: statusUsage },
+  report: { run: reportCommand, usage: reportUsage },
   worker: { run: workerCommand, usage: workerUsage },
   task: { run: taskCommand, usage: taskUsage },
   gc: { run: gcCommand, usage: gcUsage },

@@ -5,11 +5,13 @@
  * visible. Screenshots go to test-output/ for people to look at.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync } from 'node:fs';
+import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { chromium, type Browser } from 'playwright-core';
+import { buildReport } from '../../client/report/batchReport.js';
+import { reportHtml } from '../../client/report/reportHtml.js';
 import { submitBatch } from '../../client/submitBatch.js';
 import { startHarness, type Harness } from '../helpers/pipelineHarness.js';
 
@@ -73,5 +75,15 @@ test('the Web UI finds a batch by search attribute and shows a rollout with its 
   // The UI renders the markdown summary inside a sandboxed iframe.
   await page.frameLocator('iframe').first().getByText('rollout 1 of 2 · write-greeting').waitFor({ timeout: 30_000 });
   await page.screenshot({ path: join(output, 'ui-rollout-metadata.png'), fullPage: true });
+
+  // The batch report's HTML page renders on its own (no network) with all its charts.
+  const groups = [];
+  for await (const group of batch.results()) groups.push(group);
+  const reportFile = join(output, 'report.html');
+  writeFileSync(reportFile, reportHtml(buildReport(batchId, groups)));
+  await page.goto(`file://${reportFile}`);
+  await page.getByText('Mean reward per task (valid rollouts)').waitFor();
+  assert.equal(await page.locator('svg').count(), 7);
+  await page.screenshot({ path: join(output, 'report.png'), fullPage: true });
   await page.close();
 });

@@ -73,6 +73,19 @@ describe('rollout run and status against running workers', { timeout: 300_000 },
     assert.match(gc.stdout, /\d+ sandboxes examined, \d+ would remove, \d+ kept/);
   });
 
+  test('report prints stage percentiles, outcomes and rewards, and writes a self-contained HTML page', async () => {
+    const html = join(scratch, 'report.html');
+    const report = await rollout(['report', 'cli-remote', '--html', html, '--address', testServerAddress()]);
+    assert.equal(report.code, 0, report.stdout + report.stderr);
+    assert.match(report.stdout, /batch cli-remote: 1 groups, 2 rollouts/);
+    for (const stage of ['queue', 'provision', 'agent', 'verify', 'teardown']) assert.match(report.stdout, new RegExp(`^${stage} +\\d+ +\\d+ +\\d+$`, 'm'));
+    assert.match(report.stdout, /^ok\/submitted +2$/m);
+    assert.match(report.stdout, /^write-greeting +complete +2\/2 +1\.00 +0\.00 +1×2$/m);
+    const page = readFileSync(html, 'utf8');
+    assert.equal(page.match(/<svg /g)?.length, 7, 'five stage histograms, rewards per task, outcomes');
+    assert.doesNotMatch(page, /<script|https?:\/\//, 'self-contained: no scripts, no external assets');
+  });
+
   test('replay-history replays a finished rollout against the current code', async () => {
     const replay = await rollout(['replay-history', 'rollout/cli-remote/write-greeting/0', '--address', testServerAddress()]);
     assert.equal(replay.code, 0, replay.stdout + replay.stderr);

@@ -1,0 +1,44 @@
+/** `rollout report <batch> [--html FILE]`: stage timings, outcomes and rewards of a batch's finished groups. */
+import { writeFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import type { GroupResult } from '../../shared/pipeline.js';
+import { buildReport, reportText } from '../report/batchReport.js';
+import { reportHtml } from '../report/reportHtml.js';
+import { temporalAddress } from './cliSettings.js';
+import { UsageError } from './usageError.js';
+
+export const reportUsage = `rollout report <batch-id> [--html FILE] [--address HOST:PORT]
+  Per-stage timing p50/p95, outcomes by class and type, reward distribution per task;
+  --html writes a self-contained page with plots.`;
+
+export async function reportCommand(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({ args: argv, options: { html: { type: 'string' }, address: { type: 'string' } }, allowPositionals: true, strict: true });
+  const [batchId] = positionals;
+  if (!batchId || positionals.length > 1) throw new UsageError(`name one batch id\n${reportUsage}`);
+  if (!/^[A-Za-z0-9._-]+$/.test(batchId)) throw new UsageError(`batch id ${JSON.stringify(batchId)} has characters batch ids never have`);
+  const connection = await Connection.connect({ address: temporalAddress(values.address) });
+  try {
+    const client = new Client({ connection });
+    const groups: GroupResult[] = [];
+    let open = 0;
+    for await (const wf of client.workflow.list({ query: `RolloutBatch="${batchId}" AND WorkflowType="rolloutGroup"` })) {
+      if (wf.status.name === 'COMPLETED') groups.push((await client.workflow.getHandle(wf.workflowId).result()) as GroupResult);
+      else open++;
+    }
+    if (groups.length === 0) {
+      process.stdout.write(`no finished groups of batch ${batchId}${open ? ` (${open} not finished)` : ''}\n`);
+      return 1;
+    }
+    const report = buildReport(batchId, groups);
+    process.stdout.write(`${reportText(report)}\n`);
+    if (open) process.stdout.write(`(${open} groups not finished yet are not included)\n`);
+    if (values.html) {
+      writeFileSync(values.html, reportHtml(report));
+      process.stdout.write(`html: ${values.html}\n`);
+    }
+    return 0;
+  } finally {
+    await connection.close();
+  }
+}

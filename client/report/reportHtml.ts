@@ -1,0 +1,88 @@
+/**
+ * `rollout report --html`: one self-contained page (inline SVG, no scripts, no
+ * external assets) with stage-time histograms, mean reward per task and the
+ * outcome breakdown.
+ */
+import { STAGES, type BatchReport } from './batchReport.js';
+
+const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
+const CLASS_COLOURS: Record<string, string> = { ok: '#2e7d32', model: '#f9a825', infra: '#c62828', task: '#6a1b9a' };
+
+function histogram(title: string, samples: number[], bins = 12): string {
+  const width = 320;
+  const height = 160;
+  const pad = 28;
+  if (samples.length === 0) return `<figure><figcaption>${esc(title)}</figcaption><p>no samples</p></figure>`;
+  const min = Math.min(...samples);
+  const max = Math.max(...samples);
+  const span = max - min || 1;
+  const counts = Array.from({ length: bins }, () => 0);
+  for (const s of samples) counts[Math.min(bins - 1, Math.floor(((s - min) / span) * bins))]! += 1;
+  const top = Math.max(...counts);
+  const barWidth = (width - 2 * pad) / bins;
+  const bars = counts
+    .map((c, i) => {
+      const h = (c / top) * (height - 2 * pad);
+      return `<rect x="${(pad + i * barWidth).toFixed(1)}" y="${(height - pad - h).toFixed(1)}" width="${(barWidth - 2).toFixed(1)}" height="${h.toFixed(1)}" fill="#1565c0"><title>${c} rollouts</title></rect>`;
+    })
+    .join('');
+  return `<figure><figcaption>${esc(title)}</figcaption><svg role="img" width="${width}" height="${height}" viewBox="0 0 ${width} ${height}">${bars}
+<line x1="${pad}" y1="${height - pad}" x2="${width - pad}" y2="${height - pad}" stroke="#555"/>
+<text x="${pad}" y="${height - 8}" font-size="11">${min.toFixed(0)} ms</text><text x="${width - pad}" y="${height - 8}" font-size="11" text-anchor="end">${max.toFixed(0)} ms</text>
+<text x="${pad}" y="14" font-size="11">max ${top} per bin</text></svg></figure>`;
+}
+
+function horizontalBars(title: string, rows: { label: string; value: number; colour: string; note: string }[], maxValue: number): string {
+  const rowHeight = 24;
+  const labelWidth = 230;
+  const barMax = 300;
+  const height = rows.length * rowHeight + 10;
+  const body = rows
+    .map((r, i) => {
+      const y = 5 + i * rowHeight;
+      const w = maxValue > 0 ? (r.value / maxValue) * barMax : 0;
+      return `<text x="0" y="${y + 16}" font-size="12">${esc(r.label)}</text><rect x="${labelWidth}" y="${y + 4}" width="${w.toFixed(1)}" height="16" fill="${r.colour}"/><text x="${labelWidth + w + 6}" y="${y + 16}" font-size="12">${esc(r.note)}</text>`;
+    })
+    .join('');
+  return `<figure><figcaption>${esc(title)}</figcaption><svg role="img" width="${labelWidth + barMax + 120}" height="${height}">${body}</svg></figure>`;
+}
+
+export function reportHtml(report: BatchReport): string {
+  const stageFigures = STAGES.map((stage) => {
+    const s = report.stages[stage];
+    return histogram(`${stage.replace('Ms', '')} — p50 ${s.p50.toFixed(0)} ms, p95 ${s.p95.toFixed(0)} ms`, s.samples);
+  }).join('\n');
+  const rewards = horizontalBars(
+    'Mean reward per task (valid rollouts)',
+    report.tasks.map((t) => ({
+      label: `${t.taskId} (${t.valid}/${t.n})`,
+      value: t.mean ?? 0,
+      colour: t.status === 'complete' ? '#2e7d32' : '#c62828',
+      note: t.mean === null ? `no valid rollouts (${t.status})` : `${t.mean.toFixed(2)} ± ${(t.std ?? 0).toFixed(2)}${t.status === 'complete' ? '' : ` (${t.status})`}`,
+    })),
+    1,
+  );
+  const outcomes = horizontalBars(
+    'Outcomes by class and type',
+    report.outcomes.map((o) => ({ label: `${o.outcomeClass}/${o.outcomeType}`, value: o.count, colour: CLASS_COLOURS[o.outcomeClass] ?? '#555', note: String(o.count) })),
+    Math.max(1, ...report.outcomes.map((o) => o.count)),
+  );
+  const taskRows = report.tasks
+    .map((t) => `<tr><td>${esc(t.taskId)}</td><td>${esc(t.status)}</td><td>${t.valid}/${t.n}</td><td>${t.mean?.toFixed(2) ?? '-'}</td><td>${t.std?.toFixed(2) ?? '-'}</td><td>${esc(t.histogram.map(([v, c]) => `${v}×${c}`).join(' '))}</td></tr>`)
+    .join('');
+  return `<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>rollout report ${esc(report.batchId)}</title>
+<style>body{font-family:system-ui,sans-serif;margin:24px;color:#222}figure{display:inline-block;margin:8px 16px 16px 0;vertical-align:top}figcaption{font-weight:600;margin-bottom:4px}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}</style>
+</head><body>
+<h1>Batch ${esc(report.batchId)}</h1>
+<p>${report.groups} groups, ${report.rollouts} rollouts.</p>
+<h2>Stage times</h2>
+${stageFigures}
+<h2>Rewards</h2>
+${rewards}
+<table><tr><th>task</th><th>status</th><th>valid</th><th>mean</th><th>std</th><th>rewards (value×count)</th></tr>${taskRows}</table>
+<h2>Outcomes</h2>
+${outcomes}
+</body></html>
+`;
+}
