@@ -2,7 +2,7 @@
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
-import type { GroupResult } from '../../shared/pipeline.js';
+import { listBatchGroups } from '../batchGroups.js';
 import { buildReport, reportText } from '../report/batchReport.js';
 import { reportHtml } from '../report/reportHtml.js';
 import { temporalAddress } from './cliSettings.js';
@@ -19,13 +19,8 @@ export async function reportCommand(argv: string[]): Promise<number> {
   if (!/^[A-Za-z0-9._-]+$/.test(batchId)) throw new UsageError(`batch id ${JSON.stringify(batchId)} has characters batch ids never have`);
   const connection = await Connection.connect({ address: temporalAddress(values.address) });
   try {
-    const client = new Client({ connection });
-    const groups: GroupResult[] = [];
-    let open = 0;
-    for await (const wf of client.workflow.list({ query: `RolloutBatch="${batchId}" AND WorkflowType="rolloutGroup"` })) {
-      if (wf.status.name === 'COMPLETED') groups.push((await client.workflow.getHandle(wf.workflowId).result()) as GroupResult);
-      else open++;
-    }
+    const { finished: groups, unfinished } = await listBatchGroups(new Client({ connection }), batchId);
+    const open = unfinished.length;
     if (groups.length === 0) {
       process.stdout.write(`no finished groups of batch ${batchId}${open ? ` (${open} not finished)` : ''}\n`);
       return 1;

@@ -1,8 +1,8 @@
 /** `rollout status <batch>`: every group of a batch, running or finished, from Temporal itself. */
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
-import type { GroupResult } from '../../shared/pipeline.js';
 import { groupProgressQuery } from '../../workflows/definitions.js';
+import { listBatchGroups } from '../batchGroups.js';
 import { summaryTable } from '../report/summaryTable.js';
 import { temporalAddress } from './cliSettings.js';
 import { UsageError } from './usageError.js';
@@ -18,24 +18,21 @@ export async function statusCommand(argv: string[]): Promise<number> {
   const connection = await Connection.connect({ address: temporalAddress(values.address) });
   try {
     const client = new Client({ connection });
-    const finished: GroupResult[] = [];
+    const { finished, unfinished } = await listBatchGroups(client, batchId);
+    const groups = finished.length + unfinished.length;
     const running: string[] = [];
-    let groups = 0;
-    for await (const wf of client.workflow.list({ query: `RolloutBatch="${batchId}" AND WorkflowType="rolloutGroup"` })) {
-      groups++;
-      const handle = client.workflow.getHandle(wf.workflowId);
-      if (wf.status.name === 'COMPLETED') finished.push((await handle.result()) as GroupResult);
-      else if (wf.status.name === 'RUNNING') {
-        const p = await handle.query(groupProgressQuery).catch(() => undefined);
+    for (const wf of unfinished) {
+      if (wf.status === 'RUNNING') {
+        const p = await client.workflow.getHandle(wf.workflowId).query(groupProgressQuery).catch(() => undefined);
         running.push(`${wf.workflowId}: running, ${p ? `${p.finished}/${p.total} rollouts finished` : 'no progress yet'}`);
-      } else running.push(`${wf.workflowId}: ${wf.status.name.toLowerCase()}`);
+      } else running.push(`${wf.workflowId}: ${wf.status.toLowerCase()}`);
     }
     if (groups === 0) {
       process.stdout.write(`no groups of batch ${batchId} on ${temporalAddress(values.address)}\n`);
       return 1;
     }
     for (const line of running) process.stdout.write(`${line}\n`);
-    if (finished.length) process.stdout.write(`${summaryTable(finished.sort((a, b) => a.taskId.localeCompare(b.taskId)))}\n`);
+    if (finished.length) process.stdout.write(`${summaryTable(finished)}\n`);
     return 0;
   } finally {
     await connection.close();

@@ -12,6 +12,7 @@ import { Client, Connection } from '@temporalio/client';
 import { TypedSearchAttributes } from '@temporalio/common';
 import { ROLLOUT_ATTEMPTS, ROLLOUT_BATCH, ROLLOUT_REWARD, ROLLOUT_SEARCH_ATTRIBUTES } from '../../shared/searchAttributes.js';
 import { startDevServer } from '../../workers/temporalDevServer.js';
+import { eventually } from '../helpers/eventually.js';
 
 function isAlive(pid: number): boolean {
   try {
@@ -31,15 +32,6 @@ async function withClient<T>(address: string, fn: (client: Client, connection: C
   }
 }
 
-async function eventually<T>(read: () => Promise<T>, ok: (v: T) => boolean, what: string, timeoutMs = 15_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const value = await read();
-    if (ok(value)) return value;
-    if (Date.now() > deadline) throw new Error(`${what}: last value ${JSON.stringify(value)}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
 
 test('search attributes are registered, state survives a restart with --db-filename, stop leaves nothing', { timeout: 180_000 }, async () => {
   const dbFilename = join(mkdtempSync(join(tmpdir(), 'temporal-db-')), 'temporal.sqlite');

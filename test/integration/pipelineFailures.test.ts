@@ -19,6 +19,7 @@ import { rolloutWorkflowId } from '../../shared/names.js';
 import { FaultyProvider } from '../helpers/faultyProvider.js';
 import { startHarness, type Harness } from '../helpers/pipelineHarness.js';
 import { startScriptedOpenAIServer } from '../helpers/scriptedOpenAIServer.js';
+import { eventually } from '../helpers/eventually.js';
 
 const examples = resolve(dirname(fileURLToPath(import.meta.url)), '../../examples/tasks');
 let h: Harness;
@@ -40,15 +41,6 @@ async function runOne(options: Omit<SubmitBatchOptions, 'batchId' | 'taskQueues'
   return results[0] as GroupResult;
 }
 
-async function eventually<T>(read: () => Promise<T>, ok: (v: T) => boolean, what: string, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await read();
-    if (ok(v)) return v;
-    if (Date.now() > deadline) throw new Error(`${what}: last ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 200));
-  }
-}
 
 describe('pipeline failure handling', { timeout: 900_000 }, () => {
   test('openai policy: 503s are waited out on the policy queue, never shown to the model; tool calls, seed and logprobs flow', async () => {

@@ -15,6 +15,7 @@ import { ensureJanitorSchedule, janitorScheduleId } from '../../workers/janitorS
 import { rolloutProgressQuery } from '../../workflows/definitions.js';
 import { LocalSandboxInspector } from '../helpers/localSandboxInspector.js';
 import { startHarness, type Harness } from '../helpers/pipelineHarness.js';
+import { eventually } from '../helpers/eventually.js';
 
 const examples = resolve(dirname(fileURLToPath(import.meta.url)), '../../examples/tasks');
 const inspector = new LocalSandboxInspector();
@@ -29,15 +30,6 @@ after(async () => {
   await h.close();
 });
 
-async function eventually<T>(read: () => Promise<T>, ok: (v: T) => boolean, what: string, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await read();
-    if (ok(v)) return v;
-    if (Date.now() > deadline) throw new Error(`${what}: last ${JSON.stringify(v)}`);
-    await new Promise((r) => setTimeout(r, 250));
-  }
-}
 
 function runJanitor(dryRun: boolean): Promise<ReapReport> {
   return h.client.workflow.execute('janitor', {
