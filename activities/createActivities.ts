@@ -166,6 +166,7 @@ export function createActivities(deps: ActivityDeps) {
         experiment: {
           taskId: task.id,
           taskVersion: task.version,
+          taskDir: task.dir,
           environmentIdentity: `${deps.provider.name}:${task.environmentHash}`,
           toolInterfaceHash: TOOL_INTERFACE_HASH,
           resetRules: RESET_RULES,

@@ -133,6 +133,8 @@ export interface StageTimings {
 export interface ExperimentRecord {
   taskId: string;
   taskVersion: string;
+  /** Where the task's files were on the worker (replay and rerun load them from there). */
+  taskDir: string;
   environmentIdentity: string;
   toolInterfaceHash: string;
   resetRules: string;

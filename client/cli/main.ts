@@ -5,6 +5,7 @@
 import { TemporalBinaryError } from '../../workers/temporalBinary.js';
 import { serverCommand, serverUsage } from './serverCommand.js';
 import { gcCommand, gcUsage } from './gcCommand.js';
+import { replayCommand, replayUsage } from './replayCommand.js';
 import { replayHistoryCommand, replayHistoryUsage } from './replayHistoryCommand.js';
 import { reportCommand, reportUsage } from './reportCommand.js';
 import { runCommand, runUsage } from './runCommand.js';
@@ -20,6 +21,7 @@ const commands: Record<string, { run: (argv: string[]) => Promise<number>; usage
   worker: { run: workerCommand, usage: workerUsage },
   task: { run: taskCommand, usage: taskUsage },
   gc: { run: gcCommand, usage: gcUsage },
+  replay: { run: replayCommand, usage: replayUsage },
   'replay-history': { run: replayHistoryCommand, usage: replayHistoryUsage },
   server: { run: serverCommand, usage: serverUsage },
 };

@@ -86,6 +86,17 @@ describe('rollout run and status against running workers', { timeout: 300_000 },
     assert.doesNotMatch(page, /<script|https?:\/\//, 'self-contained: no scripts, no external assets');
   });
 
+  test('replay re-executes a rollout without the model and reproduces its reward', async () => {
+    const replay = await rollout(['replay', 'rollout/cli-remote/write-greeting/0', '--trajectories', h.store.root, '--address', testServerAddress()]);
+    assert.equal(replay.code, 0, replay.stdout + replay.stderr);
+    assert.match(replay.stdout, /attempt 1: 2 recorded actions re-executed without the model/);
+    assert.match(replay.stdout, /^1 +0 +0 +bash \{"command":"bash \/solution\/solve\.sh"\}$/m);
+    assert.match(replay.stdout, /reward: original 1, replayed 1 → reproduced/);
+    const missing = await rollout(['replay', 'rollout/cli-remote/write-greeting/0', '--trajectories', join(scratch, 'empty'), '--address', testServerAddress()]);
+    assert.equal(missing.code, 2);
+    assert.match(missing.stderr, /no trajectory for .* pass the trajectory store the workers used/);
+  });
+
   test('replay-history replays a finished rollout against the current code', async () => {
     const replay = await rollout(['replay-history', 'rollout/cli-remote/write-greeting/0', '--address', testServerAddress()]);
     assert.equal(replay.code, 0, replay.stdout + replay.stderr);
