@@ -8,14 +8,16 @@
  */
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
-import { ClassifiedError } from '../shared/failures.js';
+import { ClassifiedError, failureName } from '../shared/failures.js';
 import { hostTaskQueue } from '../shared/names.js';
 import type { ExperimentRecord, ResolvedGroupInput, ResolvedPolicyConfig } from '../shared/pipeline.js';
 import type { EnforcedLimits, SandboxHandle, SandboxProvider, TeardownReport } from '../shared/sandbox.js';
 import type { LoadedTask, TaskRef, TaskRequest } from '../shared/task.js';
 import { TOOL_SCHEMAS } from '../shared/tools.js';
 import { loadConversation, metaName, policyName, SYSTEM_PROMPT, toolName, type AttemptMeta, type PolicyTurnRecord, type ToolTurnRecord } from './agent/conversation.js';
+import { activityLog } from './activityLog.js';
 import { executeToolCall } from './agent/executeTool.js';
+import { pipelineMetrics, type PipelineMetrics } from './pipelineMetrics.js';
 import { parseToolCall, summarizeToolCall } from './agent/toolArguments.js';
 import { pipelineVersion } from './pipelineVersion.js';
 import { reapSandboxes, type OwnerStatus, type ReapReport } from './reaper/reapSandboxes.js';
@@ -38,6 +40,8 @@ export interface ActivityDeps {
   policyClient?: (config: ResolvedPolicyConfig) => PolicyClient;
   /** Whether a sandbox's owning workflow run is still open (the reaper asks Temporal). */
   ownerStatus: (workflowId: string, runId: string) => Promise<OwnerStatus>;
+  /** Where policy latency, tool call durations and sandboxes alive are recorded (no-op when absent). */
+  metrics?: PipelineMetrics;
 }
 
 export const TOOL_INTERFACE_HASH = createHash('sha256').update(JSON.stringify(TOOL_SCHEMAS)).digest('hex');
@@ -106,6 +110,12 @@ export interface VerifyInput {
   trajectoryRef: string;
 }
 
+export interface TeardownInput {
+  handle: SandboxHandle;
+  trajectoryRef: string;
+  attempt: number;
+}
+
 export interface VerifyOutput {
   reward: number;
   metrics: Record<string, number>;
@@ -121,7 +131,21 @@ function loadSubmittedTask(ref: TaskRef): LoadedTask {
   return task;
 }
 
+/** The failure name of an error for metrics: ours (`infra/policy_unavailable`) or the error's own name. */
+function failureLabel(err: unknown): string {
+  if (err instanceof ClassifiedError) return failureName(err);
+  return err instanceof Error ? err.name : 'unknown';
+}
+
 export function createActivities(deps: ActivityDeps) {
+  const metrics = deps.metrics ?? pipelineMetrics();
+  const countSandboxes = async (): Promise<void> => {
+    try {
+      metrics.sandboxesAlive(deps.provider.name, (await deps.provider.list()).length);
+    } catch (err) {
+      deps.logger.warn({ error: String(err) }, 'cannot count sandboxes for the sandboxes-alive metric');
+    }
+  };
   const policyClient =
     deps.policyClient ?? ((config: ResolvedPolicyConfig): PolicyClient => (config.kind === 'scripted' ? new ScriptedPolicy(config.script) : new OpenAIPolicy(config)));
 
@@ -155,7 +179,8 @@ export function createActivities(deps: ActivityDeps) {
         throw err;
       }
       const agentTimeoutSec = input.group.limits.agentTimeoutSec ?? task.agentTimeoutSec;
-      deps.logger.info({ workflowId: input.workflowId, attempt: input.attempt, sandbox: handle.id, provisionMs }, 'sandbox provisioned');
+      activityLog(deps.logger, input).info({ sandbox: handle.id, provisionMs: Math.round(provisionMs) }, 'sandbox provisioned');
+      await countSandboxes();
       return {
         handle,
         hostQueue: hostTaskQueue(deps.host),
@@ -184,12 +209,23 @@ export function createActivities(deps: ActivityDeps) {
     policyStep: async (input: PolicyStepInput): Promise<PolicyStepOutput> => {
       const task = loadSubmittedTask(input.task);
       const messages = await loadConversation(deps.store, input.trajectoryRef, input.attempt, input.turn);
+      const model = input.policy.kind === 'scripted' ? `scripted:${input.policy.script}` : input.policy.model;
+      const log = activityLog(deps.logger, input);
       const started = performance.now();
-      const response = await policyClient(input.policy).next({ messages, tools: TOOL_SCHEMAS, task, rolloutIndex: input.rolloutIndex, attempt: input.attempt, turn: input.turn });
+      let response;
+      try {
+        response = await policyClient(input.policy).next({ messages, tools: TOOL_SCHEMAS, task, rolloutIndex: input.rolloutIndex, attempt: input.attempt, turn: input.turn });
+      } catch (err) {
+        metrics.policyError(model, failureLabel(err));
+        log.warn({ model, error: String(err) }, 'policy call failed');
+        throw err;
+      }
       const latencyMs = performance.now() - started;
+      metrics.policyCall(model, latencyMs);
       const record: PolicyTurnRecord = { turn: input.turn, latencyMs, ...response };
       await deps.store.put(input.trajectoryRef, policyName(input.attempt, input.turn), record);
       const calls = (response.assistant.tool_calls ?? []).map((c) => ({ name: c.function.name, summary: summarizeToolCall(c), malformed: !parseToolCall(c).ok }));
+      log.debug({ model, latencyMs: Math.round(latencyMs), calls: calls.map((c) => c.summary) }, 'policy step');
       return { calls, submitted: calls.length === 0 || calls.some((c) => c.name === 'submit' && !c.malformed), latencyMs };
     },
 
@@ -201,12 +237,16 @@ export function createActivities(deps: ActivityDeps) {
       const call = policy?.assistant.tool_calls?.[input.callIndex];
       if (!call) throw new ClassifiedError('infra', 'storage_error', `trajectory ${input.trajectoryRef}: no tool call ${input.callIndex} in turn ${input.turn}`);
       if (existing) return { name: existing.name, summary: summarizeToolCall(call), exitCode: existing.exitCode, malformed: existing.malformed, timedOut: existing.timedOut };
+      const started = performance.now();
       const outcome = await executeToolCall(deps.provider, input.handle, call, {
         workdir: input.workdir,
         commandTimeoutSec: input.commandTimeoutSec,
         maxOutputBytes: input.maxOutputBytes,
         remainingMs: input.remainingMs,
       });
+      const durationMs = performance.now() - started;
+      metrics.toolCall(outcome.name, durationMs);
+      activityLog(deps.logger, input).debug({ call: summarizeToolCall(call), exitCode: outcome.exitCode, timedOut: outcome.timedOut, durationMs: Math.round(durationMs) }, 'tool call');
       const record: ToolTurnRecord = { turn: input.turn, callIndex: input.callIndex, ...outcome };
       await deps.store.put(input.trajectoryRef, name, record);
       return { name: outcome.name, summary: summarizeToolCall(call), exitCode: outcome.exitCode, malformed: outcome.malformed, timedOut: outcome.timedOut };
@@ -221,19 +261,25 @@ export function createActivities(deps: ActivityDeps) {
           : await verifyInPlace(deps.provider, input.handle, task);
       const verifyMs = performance.now() - started;
       await deps.store.put(input.trajectoryRef, `attempt-${String(input.attempt).padStart(2, '0')}/verify.json`, { ...outcome, verifyMs });
+      activityLog(deps.logger, input).info({ reward: outcome.reward, mode: outcome.mode, verifyMs: Math.round(verifyMs) }, 'verified');
       return { reward: outcome.reward, metrics: outcome.metrics, mode: outcome.mode, verifyMs };
     },
 
     reapSandboxes: async (options: { dryRun: boolean }): Promise<ReapReport> => {
       const report = await reapSandboxes(deps.provider, deps.ownerStatus, { dryRun: options.dryRun });
+      await countSandboxes();
       if (report.reaped.length > 0 || report.errors.length > 0) deps.logger.info({ reaped: report.reaped, errors: report.errors, dryRun: report.dryRun }, 'reaper pass');
       return report;
     },
 
-    teardownSandbox: async (handle: SandboxHandle): Promise<TeardownReport & { teardownMs: number }> => {
+    teardownSandbox: async (input: TeardownInput): Promise<TeardownReport & { teardownMs: number }> => {
+      const { handle } = input;
       const started = performance.now();
       const report = await deps.provider.teardown(handle);
-      return { ...report, teardownMs: performance.now() - started };
+      const teardownMs = performance.now() - started;
+      activityLog(deps.logger, input).info({ sandbox: handle.id, teardownMs: Math.round(teardownMs) }, 'sandbox torn down');
+      await countSandboxes();
+      return { ...report, teardownMs };
     },
   };
 }

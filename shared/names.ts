@@ -22,3 +22,14 @@ export function groupWorkflowId(batchId: string, taskId: string): string {
 export function rolloutWorkflowId(batchId: string, taskId: string, index: number): string {
   return `rollout/${batchId}/${taskId}/${index}`;
 }
+
+/** Where a rollout's trajectory lives in the store: `<batch>/<task>/<index>`. */
+export function trajectoryRefOf(batchId: string, taskId: string, index: number): string {
+  return `${batchId}/${taskId}/${index}`;
+}
+
+/** The rollout index at the end of a trajectory ref; undefined when the ref is not one. */
+export function rolloutIndexOfRef(trajectoryRef: string): number | undefined {
+  const last = trajectoryRef.slice(trajectoryRef.lastIndexOf('/') + 1);
+  return /^\d+$/.test(last) ? Number(last) : undefined;
+}

@@ -147,7 +147,8 @@ export interface ExperimentRecord {
   sandboxProvider: string;
 }
 
-export type OutcomeClass = 'ok' | FailureClass;
+/** `cancelled`: an operator cancelled the rollout (cancelRollout update); it has no reward and is not valid. */
+export type OutcomeClass = 'ok' | FailureClass | 'cancelled';
 
 export interface AttemptSummary {
   attempt: number;

@@ -1,29 +1,55 @@
 /**
- * pino JSON logs for workers; the Temporal SDK's own log lines go through the
- * same logger (warnings and errors only, unless LOG_LEVEL says otherwise).
+ * pino JSON logs for workers, and the process's Temporal Runtime: the SDK's
+ * own log lines go through the same logger (warnings and errors only, unless
+ * TEMPORAL_LOG_LEVEL says otherwise) with their context (workflowId, runId,
+ * activityType, ...) as top-level fields, and when a metrics address is given
+ * the Runtime serves Prometheus metrics: the SDK's own and the pipeline's
+ * (activities/pipelineMetrics.ts, workflow metricMeter), on one endpoint.
  */
 import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
 import { pino, type Logger } from 'pino';
+import { DURATION_BUCKETS_MS, DURATION_HISTOGRAMS } from '../shared/metricNames.js';
 
 export function createLogger(name = 'rollout-pipeline'): Logger {
   return pino({ name, level: process.env.LOG_LEVEL ?? 'info' });
 }
 
-let installed = false;
+export interface RuntimeSettings {
+  /** host:port for Prometheus `/metrics`; no metrics endpoint when absent. */
+  metricsAddress?: string;
+}
 
-/** Routes the SDK's logs into `logger`. Call before creating any worker; later calls do nothing. */
-export function installSdkLogger(logger: Logger): void {
+let installed: RuntimeSettings | undefined;
+
+/**
+ * Installs the Temporal Runtime of this process. Call before creating any
+ * connection or worker; later calls do nothing (the first one wins).
+ */
+export function installRuntime(logger: Logger, settings: RuntimeSettings = {}): void {
   if (installed) return;
-  installed = true;
+  installed = settings;
   const level = (process.env.TEMPORAL_LOG_LEVEL ?? 'WARN') as LogLevel;
   try {
     Runtime.install({
       logger: new DefaultLogger(level, (entry) => {
         const method = entry.level === 'ERROR' ? 'error' : entry.level === 'WARN' ? 'warn' : entry.level === 'INFO' ? 'info' : 'debug';
-        logger[method]({ sdk: entry.meta }, entry.message);
+        logger[method]({ ...entry.meta, sdk: true }, entry.message);
       }),
+      ...(settings.metricsAddress
+        ? {
+            telemetryOptions: {
+              metrics: {
+                prometheus: {
+                  bindAddress: settings.metricsAddress,
+                  histogramBucketOverrides: Object.fromEntries(DURATION_HISTOGRAMS.map((name) => [name, [...DURATION_BUCKETS_MS]])),
+                },
+              },
+            },
+          }
+        : {}),
     });
-  } catch {
+  } catch (err) {
+    if (settings.metricsAddress) throw new Error(`cannot serve metrics on ${settings.metricsAddress}: the Temporal Runtime of this process was already created (${String(err)})`);
     // a Runtime already exists in this process (a test created a connection first): keep it
   }
 }

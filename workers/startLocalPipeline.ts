@@ -7,13 +7,14 @@
 import { hostname } from 'node:os';
 import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { NativeConnection } from '@temporalio/worker';
+import { NativeConnection, Runtime } from '@temporalio/worker';
+import { pipelineMetrics } from '../activities/pipelineMetrics.js';
 import { temporalOwnerStatus } from '../activities/reaper/temporalOwnerStatus.js';
 import { TASK_QUEUES } from '../shared/names.js';
 import { ensureJanitorSchedule } from './janitorSchedule.js';
 import { LocalSandboxProvider } from '../activities/sandbox/local/localSandboxProvider.js';
 import { FsTrajectoryStore } from '../activities/store/fsTrajectoryStore.js';
-import { createLogger, installSdkLogger } from './logger.js';
+import { createLogger, installRuntime } from './logger.js';
 import { createPipelineWorkers, type PipelineWorkers } from './pipelineWorkers.js';
 
 export interface LocalPipelineOptions {
@@ -21,6 +22,10 @@ export interface LocalPipelineOptions {
   dataDir: string;
   policyRatePerSecond?: number;
   taskQueues?: { main: string; policy: string };
+  /** Names this worker's sandbox host queue (default: the hostname); two workers on one machine that must not share sandboxes use different ids. */
+  hostId?: string;
+  /** host:port where Prometheus metrics are served (SDK + pipeline); none when absent. */
+  metricsAddress?: string;
 }
 
 export interface LocalPipeline {
@@ -33,13 +38,13 @@ export interface LocalPipeline {
 
 export async function startLocalPipeline(options: LocalPipelineOptions): Promise<LocalPipeline> {
   const logger = createLogger('rollout-worker');
-  installSdkLogger(logger);
+  installRuntime(logger, options.metricsAddress ? { metricsAddress: options.metricsAddress } : {});
   const connection = await NativeConnection.connect({ address: options.address });
   const clientConnection = await Connection.connect({ address: options.address });
   const client = new Client({ connection: clientConnection });
   const provider = new LocalSandboxProvider();
   const store = new FsTrajectoryStore(join(options.dataDir, 'trajectories'));
-  const host = hostname();
+  const host = options.hostId ?? hostname();
   const workers = await createPipelineWorkers({
     connection,
     provider,
@@ -48,12 +53,13 @@ export async function startLocalPipeline(options: LocalPipelineOptions): Promise
     workerIdentity: `${process.pid}@${host}`,
     logger,
     ownerStatus: temporalOwnerStatus(client),
+    metrics: pipelineMetrics(Runtime.instance().metricMeter),
     ...(options.taskQueues ? { taskQueues: options.taskQueues } : {}),
     ...(options.policyRatePerSecond ? { policyRatePerSecond: options.policyRatePerSecond } : {}),
   });
   const done = workers.run();
   const janitor = await ensureJanitorSchedule(client, { host, mainQueue: options.taskQueues?.main ?? TASK_QUEUES.main });
-  logger.info({ address: options.address, host, trajectories: store.root, janitorSchedule: janitor }, 'pipeline workers running');
+  logger.info({ address: options.address, host, taskQueues: options.taskQueues ?? TASK_QUEUES, trajectories: store.root, janitorSchedule: janitor, metrics: options.metricsAddress ? `http://${options.metricsAddress}/metrics` : null }, 'pipeline workers running');
   return {
     workers,
     store,

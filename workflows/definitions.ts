@@ -2,7 +2,7 @@
  * Queries of the pipeline's workflows, declared once and used by workflows,
  * client and tests.
  */
-import { defineQuery } from '@temporalio/workflow';
+import { defineQuery, defineUpdate } from '@temporalio/workflow';
 
 export interface RolloutProgress {
   stage: 'starting' | 'provisioning' | 'agent' | 'verifying' | 'tearing-down' | 'backoff' | 'done';
@@ -21,3 +21,23 @@ export interface GroupProgress {
 
 export const rolloutProgressQuery = defineQuery<RolloutProgress>('rolloutProgress');
 export const groupProgressQuery = defineQuery<GroupProgress>('groupProgress');
+
+export interface CancelRolloutRequest {
+  /** Why the operator cancelled; kept in the rollout's attempt history. */
+  reason: string;
+}
+
+export interface CancelRolloutResponse {
+  /** False when the rollout had already finished. */
+  accepted: boolean;
+  /** The stage the rollout was in when the update arrived. */
+  stage: RolloutProgress['stage'];
+  attempt: number;
+}
+
+/**
+ * Cancels one rollout without touching the rest of its group: the running
+ * attempt stops, its sandbox is torn down, and the rollout ends as
+ * `cancelled/operator` with no reward (not valid, so outside the group baseline).
+ */
+export const cancelRolloutUpdate = defineUpdate<CancelRolloutResponse, [CancelRolloutRequest]>('cancelRollout');

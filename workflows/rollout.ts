@@ -11,12 +11,14 @@
  * end the agent loop but are still verified and scored. Infra failures end
  * the attempt; a new one starts on a fresh sandbox until retries run out.
  */
-import { CancellationScope, isCancellation, log, proxyActivities, setCurrentDetails, setHandler, sleep, upsertSearchAttributes, workflowInfo, type ActivityOptions } from '@temporalio/workflow';
+import { CancellationScope, isCancellation, log, metricMeter, proxyActivities, setCurrentDetails, setHandler, sleep, upsertSearchAttributes, workflowInfo, type ActivityOptions } from '@temporalio/workflow';
 import type { PipelineActivities, ProvisionOutput } from '../activities/createActivities.js';
 import type { AttemptSummary, ExperimentRecord, OutcomeClass, RolloutInput, RolloutResult, StageTimings } from '../shared/pipeline.js';
+import { METRIC } from '../shared/metricNames.js';
+import { trajectoryRefOf } from '../shared/names.js';
 import { ROLLOUT_ATTEMPTS, ROLLOUT_OUTCOME, ROLLOUT_OUTCOME_CLASS, ROLLOUT_REWARD } from '../shared/searchAttributes.js';
 import { classifyFailure, type Classified } from './classifyFailure.js';
-import { rolloutProgressQuery, type RolloutProgress } from './definitions.js';
+import { cancelRolloutUpdate, rolloutProgressQuery, type RolloutProgress } from './definitions.js';
 
 /** Failures that retrying the same activity cannot fix. */
 const NON_RETRYABLE = [
@@ -35,6 +37,9 @@ const NON_RETRYABLE = [
 ];
 
 const MALFORMED_TURNS_ALLOWED = 3;
+
+/** Thrown instead of starting an attempt once an operator cancelled the rollout. */
+class CancelledByOperator extends Error {}
 
 interface AttemptOutcome {
   reward: number;
@@ -70,9 +75,31 @@ function hostActivities(p: ProvisionOutput, commandTimeoutSec: number) {
 export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   const { group, index } = input;
   const info = workflowInfo();
-  const trajectoryRef = `${group.batchId}/${group.task.id}/${index}`;
+  const trajectoryRef = trajectoryRefOf(group.batchId, group.task.id, index);
   const progress: RolloutProgress = { stage: 'starting', attempt: 0, turn: 0, lastAction: '', reward: null };
   setHandler(rolloutProgressQuery, () => progress);
+
+  // An operator's cancel stops the running attempt (its scope), never the teardown.
+  let cancelReason: string | null = null;
+  let attemptScope: CancellationScope | null = null;
+  setHandler(
+    cancelRolloutUpdate,
+    ({ reason }) => {
+      const response = { accepted: progress.stage !== 'done' && cancelReason === null, stage: progress.stage, attempt: progress.attempt };
+      if (response.accepted) {
+        cancelReason = reason;
+        log.info('rollout cancelled by operator', { rollout: index, attempt: progress.attempt, reason });
+        attemptScope?.cancel();
+      }
+      return response;
+    },
+    {
+      validator: (request: unknown) => {
+        const reason = typeof request === 'object' && request !== null && 'reason' in request ? request.reason : undefined;
+        if (typeof reason !== 'string' || reason.trim() === '') throw new Error('cancelRollout needs a reason, e.g. {"reason": "stuck in a loop"}');
+      },
+    },
+  );
 
   const provisionSandbox = activity('provisionSandbox', {
     taskQueue: group.taskQueues.main,
@@ -92,6 +119,11 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
     const action = progress.lastAction ? ` · ${progress.lastAction}` : '';
     setCurrentDetails(`**${progress.stage}** · attempt ${progress.attempt + 1} · turn ${progress.turn}${action}`);
   };
+
+  // Replay-safe metrics (not emitted while a history is replayed), served by the worker's Prometheus endpoint.
+  const stageDuration = metricMeter.createHistogram(METRIC.stageDuration, 'float', 'ms', 'Per-rollout time in each stage');
+  const outcomes = metricMeter.createCounter(METRIC.outcomes, undefined, 'Finished rollouts by outcome class and type');
+  const attemptFailures = metricMeter.createCounter(METRIC.attemptFailures, undefined, 'Attempts ended by an infra failure');
 
   const timings: StageTimings = { queueMs: 0, provisionMs: 0, agentMs: 0, verifyMs: 0, teardownMs: 0 };
   const history: AttemptSummary[] = [];
@@ -188,7 +220,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
       progress.stage = 'tearing-down';
       await CancellationScope.nonCancellable(async () => {
         try {
-          timings.teardownMs += (await host.teardown(`teardown sandbox ${p.handle.id}`, p.handle)).teardownMs;
+          timings.teardownMs += (await host.teardown(`teardown sandbox ${p.handle.id}`, { handle: p.handle, trajectoryRef, attempt })).teardownMs;
         } catch (err) {
           // The host is gone or teardown kept failing: the reaper removes the sandbox from its record.
           log.warn('teardown failed; the reaper will remove the sandbox', { sandbox: p.handle.id, error: String(err) });
@@ -201,19 +233,33 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   let result: RolloutResult;
   for (let attempt = 0; ; attempt++) {
     try {
-      const outcome = await runAttempt(attempt);
+      if (cancelReason !== null) throw new CancelledByOperator();
+      const scope = new CancellationScope();
+      attemptScope = scope;
+      const outcome = await scope.run(() => runAttempt(attempt));
       history.push({ attempt, outcomeClass: outcome.outcomeClass, outcomeType: outcome.outcomeType, message: outcome.message, reward: outcome.reward, turns: outcome.turns });
       const valid = outcome.outcomeClass === 'ok' || group.failurePolicy.model === 'score';
       result = finish(outcome.reward, valid, outcome.outcomeClass, outcome.outcomeType, attempt + 1);
       break;
     } catch (err) {
+      if (cancelReason !== null && (isCancellation(err) || err instanceof CancelledByOperator)) {
+        history.push({ attempt, outcomeClass: 'cancelled', outcomeType: 'operator', message: cancelReason, reward: null, turns: progress.turn });
+        result = finish(null, false, 'cancelled', 'operator', attempt + 1);
+        break;
+      }
       if (isCancellation(err)) throw err;
       const c = classifyFailure(err);
       history.push({ attempt, outcomeClass: c.failureClass, outcomeType: c.type, message: c.message, reward: null, turns: progress.turn });
-      log.warn('attempt failed', { attempt, failureClass: c.failureClass, type: c.type, message: c.message });
+      log.warn('attempt failed', { rollout: index, attempt, failureClass: c.failureClass, type: c.type, message: c.message });
+      if (c.failureClass === 'infra') attemptFailures.add(1, { outcome_type: c.type });
       if (c.failureClass === 'infra' && attempt + 1 < maxAttempts) {
         progress.stage = 'backoff';
-        await sleep(group.failurePolicy.infra.backoffSec * 1000 * 2 ** attempt);
+        const backoff = new CancellationScope();
+        attemptScope = backoff;
+        // A cancel during the backoff ends the wait; the next turn of the loop sees cancelReason.
+        await backoff.run(() => sleep(group.failurePolicy.infra.backoffSec * 1000 * 2 ** attempt)).catch((e: unknown) => {
+          if (!(cancelReason !== null && isCancellation(e))) throw e;
+        });
         continue;
       }
       if (c.failureClass === 'infra' && group.failurePolicy.infra.onExhausted === 'score') result = finish(0, true, c.failureClass, c.type, attempt + 1);
@@ -225,6 +271,10 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
 
   function finish(reward: number | null, valid: boolean, outcomeClass: OutcomeClass, outcomeType: string, attempts: number): RolloutResult {
     progress.stage = 'done';
+    outcomes.add(1, { outcome_class: outcomeClass, outcome_type: outcomeType });
+    for (const [stage, ms] of [['queue', timings.queueMs], ['provision', timings.provisionMs], ['agent', timings.agentMs], ['verify', timings.verifyMs], ['teardown', timings.teardownMs]] as const) {
+      if (ms > 0 || stage === 'queue') stageDuration.record(ms, { stage });
+    }
     setCurrentDetails(`**done** · ${outcomeClass}/${outcomeType} · reward ${reward ?? 'none'} · ${attempts} attempt${attempts === 1 ? '' : 's'}`);
     upsertSearchAttributes([
       { key: ROLLOUT_OUTCOME, value: outcomeType },

@@ -8,6 +8,13 @@ export function temporalAddress(flag: string | undefined): string {
   return flag ?? process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233';
 }
 
+/** The task queues a `--queue-prefix P` names: P for workflows, P-policy for policy calls; the defaults without one. */
+export function taskQueuesFor(prefix: string | undefined): { main: string; policy: string } | undefined {
+  if (prefix === undefined) return undefined;
+  if (!/^[A-Za-z0-9._-]+$/.test(prefix)) throw new UsageError(`--queue-prefix ${JSON.stringify(prefix)}: use letters, digits, '.', '_' and '-'`);
+  return { main: prefix, policy: `${prefix}-policy` };
+}
+
 export function dataDir(flag: string | undefined): string {
   return resolve(flag ?? process.env.ROLLOUT_DATA_DIR ?? '.rollout');
 }

@@ -4,7 +4,9 @@
  */
 import { TemporalBinaryError } from '../../workers/temporalBinary.js';
 import { serverCommand, serverUsage } from './serverCommand.js';
+import { cancelCommand, cancelUsage } from './cancelCommand.js';
 import { gcCommand, gcUsage } from './gcCommand.js';
+import { rerunCommand, rerunUsage } from './rerunCommand.js';
 import { replayCommand, replayUsage } from './replayCommand.js';
 import { replayHistoryCommand, replayHistoryUsage } from './replayHistoryCommand.js';
 import { reportCommand, reportUsage } from './reportCommand.js';
@@ -21,7 +23,9 @@ const commands: Record<string, { run: (argv: string[]) => Promise<number>; usage
   worker: { run: workerCommand, usage: workerUsage },
   task: { run: taskCommand, usage: taskUsage },
   gc: { run: gcCommand, usage: gcUsage },
+  cancel: { run: cancelCommand, usage: cancelUsage },
   replay: { run: replayCommand, usage: replayUsage },
+  rerun: { run: rerunCommand, usage: rerunUsage },
   'replay-history': { run: replayHistoryCommand, usage: replayHistoryUsage },
   server: { run: serverCommand, usage: serverUsage },
 };

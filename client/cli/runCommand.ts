@@ -13,7 +13,7 @@ import { freePort, startDevServer, type RunningDevServer } from '../../workers/t
 import { startLocalPipeline, type LocalPipeline } from '../../workers/startLocalPipeline.js';
 import { BatchInputError, resolveBatch, submitResolvedBatch, type SubmitBatchOptions } from '../submitBatch.js';
 import { summaryTable } from '../report/summaryTable.js';
-import { dataDir as resolveDataDir, expandTaskDirs, parsePolicy, temporalAddress } from './cliSettings.js';
+import { dataDir as resolveDataDir, expandTaskDirs, parsePolicy, taskQueuesFor, temporalAddress } from './cliSettings.js';
 import { UsageError } from './usageError.js';
 
 export const runUsage = `rollout run --tasks DIR... [--group-size N] [--policy P] [--batch-id ID] [options]
@@ -25,6 +25,7 @@ export const runUsage = `rollout run --tasks DIR... [--group-size N] [--policy P
   --out FILE     JSONL of rollouts (default <data-dir>/results/<batch>.jsonl)
   --embedded     start a local Temporal dev server and workers first (state in <data-dir>/temporal.sqlite)
   --stay         with --embedded: keep the server and its Web UI up until Ctrl-C
+  --queue-prefix P  submit to the workers started with the same --queue-prefix
   --address, --data-dir`;
 
 function int(name: string, value: string | undefined, fallback: number): number {
@@ -69,6 +70,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       stay: { type: 'boolean', default: false },
       address: { type: 'string' },
       'data-dir': { type: 'string' },
+      'queue-prefix': { type: 'string' },
     },
     strict: true,
   });
@@ -78,7 +80,9 @@ export async function runCommand(argv: string[]): Promise<number> {
   const data = resolveDataDir(values['data-dir']);
   const batchId = values['batch-id'] ?? `batch-${new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14)}`;
   const groupSize = int('group-size', values['group-size'], 4);
+  const taskQueues = taskQueuesFor(values['queue-prefix']);
   const options: SubmitBatchOptions = {
+    ...(taskQueues ? { taskQueues } : {}),
     batchId,
     tasks,
     groupSize,
@@ -112,7 +116,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       mkdirSync(data, { recursive: true });
       server = await startDevServer({ port: await portOr(7233), uiPort: await portOr(8233), dbFilename: join(data, 'temporal.sqlite'), logFile: join(data, 'temporal-dev-server.log') });
       address = server.address;
-      pipeline = await startLocalPipeline({ address, dataDir: data });
+      pipeline = await startLocalPipeline({ address, dataDir: data, ...(taskQueues ? { taskQueues } : {}) });
       process.stderr.write(`embedded Temporal dev server at ${address}, Web UI ${server.uiUrl}\n`);
     }
     connection = await Connection.connect({ address });

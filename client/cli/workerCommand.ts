@@ -1,22 +1,42 @@
-/** `rollout worker`: runs this machine's pipeline workers until Ctrl-C. */
+/** `rollout worker`: runs this machine's pipeline workers until Ctrl-C (or SIGTERM). */
 import { parseArgs } from 'node:util';
 import { startLocalPipeline } from '../../workers/startLocalPipeline.js';
-import { dataDir, temporalAddress } from './cliSettings.js';
+import { dataDir, taskQueuesFor, temporalAddress } from './cliSettings.js';
 import { UsageError } from './usageError.js';
 
-export const workerUsage = `rollout worker [--address HOST:PORT] [--data-dir DIR] [--policy-rate N]
+export const workerUsage = `rollout worker [--address HOST:PORT] [--data-dir DIR] [--policy-rate N] [--metrics HOST:PORT] [--queue-prefix P] [--host-id ID]
   Runs the pipeline workers of this machine (workflows, local sandboxes, policy calls).
-  --policy-rate  policy calls per second across all workers (protects the inference server)`;
+  --policy-rate   policy calls per second across all workers (protects the inference server)
+  --metrics       serve Prometheus metrics (Temporal SDK + pipeline) at http://HOST:PORT/metrics
+  --queue-prefix  task queues P and P-policy instead of the defaults (rollout run --queue-prefix P submits there)
+  --host-id       names this worker's sandbox host queue (default: the hostname)`;
 
 export async function workerCommand(argv: string[]): Promise<number> {
   const { values } = parseArgs({
     args: argv,
-    options: { address: { type: 'string' }, 'data-dir': { type: 'string' }, 'policy-rate': { type: 'string' } },
+    options: {
+      address: { type: 'string' },
+      'data-dir': { type: 'string' },
+      'policy-rate': { type: 'string' },
+      metrics: { type: 'string' },
+      'queue-prefix': { type: 'string' },
+      'host-id': { type: 'string' },
+    },
     strict: true,
   });
   const rate = values['policy-rate'] === undefined ? undefined : Number(values['policy-rate']);
   if (rate !== undefined && !(rate > 0)) throw new UsageError(`--policy-rate must be a positive number, got ${JSON.stringify(values['policy-rate'])}`);
-  const pipeline = await startLocalPipeline({ address: temporalAddress(values.address), dataDir: dataDir(values['data-dir']), ...(rate ? { policyRatePerSecond: rate } : {}) });
+  if (values.metrics !== undefined && !/^[^\s:]+:\d{1,5}$/.test(values.metrics)) throw new UsageError(`--metrics ${JSON.stringify(values.metrics)}: give HOST:PORT, e.g. 0.0.0.0:9464`);
+  if (values['host-id'] !== undefined && !/^[A-Za-z0-9._-]+$/.test(values['host-id'])) throw new UsageError(`--host-id ${JSON.stringify(values['host-id'])}: use letters, digits, '.', '_' and '-'`);
+  const taskQueues = taskQueuesFor(values['queue-prefix']);
+  const pipeline = await startLocalPipeline({
+    address: temporalAddress(values.address),
+    dataDir: dataDir(values['data-dir']),
+    ...(rate ? { policyRatePerSecond: rate } : {}),
+    ...(values.metrics ? { metricsAddress: values.metrics } : {}),
+    ...(taskQueues ? { taskQueues } : {}),
+    ...(values['host-id'] ? { hostId: values['host-id'] } : {}),
+  });
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);

@@ -1,0 +1,40 @@
+/**
+ * `rollout cancel <workflowId> --reason R`: cancels one rollout through its
+ * cancelRollout update; the rest of its group goes on. The rollout tears its
+ * sandbox down and ends as cancelled/operator with no reward.
+ */
+import { parseArgs } from 'node:util';
+import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
+import { cancelRolloutUpdate } from '../../workflows/definitions.js';
+import { temporalAddress } from './cliSettings.js';
+import { UsageError } from './usageError.js';
+
+export const cancelUsage = `rollout cancel <rollout-workflow-id> --reason TEXT [--address HOST:PORT]
+  Cancels one rollout (its sandbox is torn down; it ends as cancelled/operator, outside the
+  group baseline); the other rollouts of its group continue.`;
+
+export async function cancelCommand(argv: string[]): Promise<number> {
+  const { values, positionals } = parseArgs({ args: argv, options: { reason: { type: 'string' }, address: { type: 'string' } }, allowPositionals: true, strict: true });
+  const [workflowId] = positionals;
+  if (!workflowId || positionals.length > 1) throw new UsageError(`name one rollout workflow id (rollout/<batch>/<task>/<index>)\n${cancelUsage}`);
+  if (!values.reason?.trim()) throw new UsageError(`--reason is required: it is kept in the rollout's attempt history\n${cancelUsage}`);
+  const connection = await Connection.connect({ address: temporalAddress(values.address) });
+  try {
+    const handle = new Client({ connection }).workflow.getHandle(workflowId);
+    let response;
+    try {
+      response = await handle.executeUpdate(cancelRolloutUpdate, { args: [{ reason: values.reason }] });
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) throw new UsageError(`${workflowId}: no such workflow (or it has already closed)`);
+      throw err;
+    }
+    if (!response.accepted) {
+      process.stdout.write(`${workflowId} had already finished (${response.stage}); nothing cancelled\n`);
+      return 1;
+    }
+    process.stdout.write(`${workflowId}: cancel accepted during ${response.stage} of attempt ${response.attempt + 1}; its sandbox is being torn down\n`);
+    return 0;
+  } finally {
+    await connection.close();
+  }
+}
