@@ -103,6 +103,23 @@ describe('rollout run and status against running workers', { timeout: 300_000 },
     assert.match(replay.stdout, /^replays: rollout\/cli-remote\/write-greeting\/0 \(\d+ events\)/);
   });
 
+  test('rerun runs the rollout again with the same experiment record and prints both side by side', async () => {
+    const rerun = await rollout(['rerun', 'rollout/cli-remote/write-greeting/1', '--batch-id', 'cli-remote-rerun', '--address', testServerAddress()]);
+    assert.equal(rerun.code, 0, rerun.stdout + rerun.stderr);
+    assert.match(rerun.stdout, /^workflow +rollout\/cli-remote\/write-greeting\/1 +rollout\/cli-remote-rerun\/write-greeting\/1$/m);
+    assert.match(rerun.stdout, /^reward +1 +1$/m);
+    assert.match(rerun.stdout, /^taskVersion +[0-9a-f]{60}/m);
+    assert.match(rerun.stdout, /same experiment record; reward reproduced/);
+  });
+
+  test('cancel of a finished rollout changes nothing; of an unknown one says so', async () => {
+    const finished = await rollout(['cancel', 'rollout/cli-remote/write-greeting/0', '--reason', 'late', '--address', testServerAddress()]);
+    assert.notEqual(finished.code, 0);
+    const unknown = await rollout(['cancel', 'rollout/no-such/x/0', '--reason', 'test', '--address', testServerAddress()]);
+    assert.equal(unknown.code, 2, unknown.stderr);
+    assert.match(unknown.stderr, /no such workflow/);
+  });
+
   test('status of an unknown batch says so', async () => {
     const status = await rollout(['status', 'no-such-batch', '--address', testServerAddress()]);
     assert.equal(status.code, 1);
@@ -120,6 +137,11 @@ describe('bad input gets exit code 2 and a message naming the problem', { timeou
     [['run'], /--tasks is required/],
     [['run', '--tasks', task, '--bogus'], /Unknown option '--bogus'/],
     [['status'], /name one batch id/],
+    [['cancel', 'rollout/b/t/0'], /--reason is required/],
+    [['cancel'], /name one rollout workflow id/],
+    [['rerun'], /name one rollout workflow id/],
+    [['worker', '--metrics', 'nine'], /--metrics "nine": give HOST:PORT/],
+    [['worker', '--queue-prefix', 'a b'], /--queue-prefix "a b": use letters/],
   ];
   for (const [args, message] of cases) {
     test(`rollout ${args.map((a) => (a.startsWith('/') ? '<dir>' : a)).join(' ')}`, async () => {
