@@ -17,6 +17,7 @@ import { TOOL_SCHEMAS } from '../shared/tools.js';
 import { loadConversation, metaName, policyName, SYSTEM_PROMPT, toolName, type AttemptMeta, type PolicyTurnRecord, type ToolTurnRecord } from './agent/conversation.js';
 import { activityLog } from './activityLog.js';
 import { executeToolCall } from './agent/executeTool.js';
+import { withHeartbeats } from './heartbeats.js';
 import { pipelineMetrics, type PipelineMetrics } from './pipelineMetrics.js';
 import { parseToolCall, summarizeToolCall } from './agent/toolArguments.js';
 import { pipelineVersion } from './pipelineVersion.js';
@@ -238,12 +239,15 @@ export function createActivities(deps: ActivityDeps) {
       if (!call) throw new ClassifiedError('infra', 'storage_error', `trajectory ${input.trajectoryRef}: no tool call ${input.callIndex} in turn ${input.turn}`);
       if (existing) return { name: existing.name, summary: summarizeToolCall(call), exitCode: existing.exitCode, malformed: existing.malformed, timedOut: existing.timedOut };
       const started = performance.now();
-      const outcome = await executeToolCall(deps.provider, input.handle, call, {
-        workdir: input.workdir,
-        commandTimeoutSec: input.commandTimeoutSec,
-        maxOutputBytes: input.maxOutputBytes,
-        remainingMs: input.remainingMs,
-      });
+      const outcome = await withHeartbeats((signal) =>
+        executeToolCall(
+          deps.provider,
+          input.handle,
+          call,
+          { workdir: input.workdir, commandTimeoutSec: input.commandTimeoutSec, maxOutputBytes: input.maxOutputBytes, remainingMs: input.remainingMs },
+          { ...(signal ? { signal } : {}), key: name },
+        ),
+      );
       const durationMs = performance.now() - started;
       metrics.toolCall(outcome.name, durationMs);
       activityLog(deps.logger, input).debug({ call: summarizeToolCall(call), exitCode: outcome.exitCode, timedOut: outcome.timedOut, durationMs: Math.round(durationMs) }, 'tool call');
@@ -255,10 +259,11 @@ export function createActivities(deps: ActivityDeps) {
     verifyAttempt: async (input: VerifyInput): Promise<VerifyOutput> => {
       const task = loadSubmittedTask(input.group.task);
       const started = performance.now();
-      const outcome =
+      const outcome = await withHeartbeats(() =>
         input.group.verifyMode === 'clean-room'
-          ? await verifyCleanRoom(deps.provider, input.handle, task, sandboxSpecForTask(task, { workflowId: `${input.trajectoryRef}/clean-room`, runId: '', attempt: input.attempt }))
-          : await verifyInPlace(deps.provider, input.handle, task);
+          ? verifyCleanRoom(deps.provider, input.handle, task, sandboxSpecForTask(task, { workflowId: `${input.trajectoryRef}/clean-room`, runId: '', attempt: input.attempt }))
+          : verifyInPlace(deps.provider, input.handle, task),
+      );
       const verifyMs = performance.now() - started;
       await deps.store.put(input.trajectoryRef, `attempt-${String(input.attempt).padStart(2, '0')}/verify.json`, { ...outcome, verifyMs });
       activityLog(deps.logger, input).info({ reward: outcome.reward, mode: outcome.mode, verifyMs: Math.round(verifyMs) }, 'verified');

@@ -86,6 +86,15 @@ export interface ExecOptions {
   cwd?: string;
   /** Per-stream cap on captured output; beyond it output is dropped and `truncated` says so. */
   maxOutputBytes?: number;
+  /** Aborting kills the command's process group (the activity running it was cancelled). */
+  signal?: AbortSignal;
+  /**
+   * Names this command across retries (e.g. `attempt-0/turn-3/call-0`). A
+   * command under the same key that is still running, left by a worker that
+   * died, is killed before this one starts, so a retried tool call never runs
+   * twice at the same time.
+   */
+  key?: string;
 }
 
 export interface ExecResult {

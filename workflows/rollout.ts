@@ -37,6 +37,8 @@ const NON_RETRYABLE = [
 ];
 
 const MALFORMED_TURNS_ALLOWED = 3;
+/** Tool and verify activities heartbeat every 2 s; this long without one means their worker is gone. */
+const HEARTBEAT_TIMEOUT = '15 seconds';
 
 /** Thrown instead of starting an attempt once an operator cancelled the rollout. */
 class CancelledByOperator extends Error {}
@@ -66,8 +68,10 @@ function activity<K extends ActivityName>(name: K, options: ActivityOptions): (s
 function hostActivities(p: ProvisionOutput, commandTimeoutSec: number) {
   const onHost = { taskQueue: p.hostQueue, scheduleToStartTimeout: '1 minute' } as const;
   return {
-    tool: activity('runTool', { ...onHost, startToCloseTimeout: `${Math.ceil(commandTimeoutSec) + 60} seconds`, retry: { maximumAttempts: 3, nonRetryableErrorTypes: NON_RETRYABLE } }),
-    verify: activity('verifyAttempt', { ...onHost, startToCloseTimeout: '30 minutes', retry: { maximumAttempts: 1 } }),
+    // Both heartbeat every 2 s: a worker that dies mid-command is noticed after HEARTBEAT_TIMEOUT, and the
+    // call is retried on this host's queue (a restarted worker re-attaches to the surviving sandbox).
+    tool: activity('runTool', { ...onHost, startToCloseTimeout: `${Math.ceil(commandTimeoutSec) + 60} seconds`, heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { maximumAttempts: 3, nonRetryableErrorTypes: NON_RETRYABLE } }),
+    verify: activity('verifyAttempt', { ...onHost, startToCloseTimeout: '30 minutes', heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { maximumAttempts: 2, nonRetryableErrorTypes: NON_RETRYABLE } }),
     teardown: activity('teardownSandbox', { ...onHost, startToCloseTimeout: '2 minutes', retry: { maximumAttempts: 5, initialInterval: '1 second' } }),
   };
 }

@@ -19,9 +19,16 @@ export interface ToolLimits {
   remainingMs: number;
 }
 
+export interface ToolControl {
+  /** Cancels the running command (the activity was cancelled). */
+  signal?: AbortSignal;
+  /** Names the command across retries of the same call (see ExecOptions.key). */
+  key?: string;
+}
+
 type ToolOutcome = Omit<ToolTurnRecord, 'turn' | 'callIndex'>;
 
-export async function executeToolCall(provider: SandboxProvider, handle: SandboxHandle, call: ToolCall, limits: ToolLimits): Promise<ToolOutcome> {
+export async function executeToolCall(provider: SandboxProvider, handle: SandboxHandle, call: ToolCall, limits: ToolLimits, control: ToolControl = {}): Promise<ToolOutcome> {
   const base = { toolCallId: call.id, name: call.function.name, arguments: call.function.arguments };
   const parsed = parseToolCall(call);
   if (!parsed.ok) {
@@ -44,7 +51,12 @@ export async function executeToolCall(provider: SandboxProvider, handle: Sandbox
     switch (parsed.name) {
       case 'bash': {
         const timeoutSec = Math.min(parsed.args.timeout_sec ?? limits.commandTimeoutSec, limits.commandTimeoutSec, Math.max(1, limits.remainingMs / 1000));
-        const r = await provider.exec(handle, parsed.args.command, { timeoutMs: Math.round(timeoutSec * 1000), maxOutputBytes: limits.maxOutputBytes });
+        const r = await provider.exec(handle, parsed.args.command, {
+          timeoutMs: Math.round(timeoutSec * 1000),
+          maxOutputBytes: limits.maxOutputBytes,
+          ...(control.signal ? { signal: control.signal } : {}),
+          ...(control.key !== undefined ? { key: control.key } : {}),
+        });
         const parts = [`exit code: ${r.exitCode}${r.timedOut ? ` (killed: the command ran past ${timeoutSec} s)` : ''}`];
         if (r.stdout) parts.push(`stdout:\n${r.stdout}`);
         if (r.stderr) parts.push(`stderr:\n${r.stderr}`);
@@ -73,6 +85,7 @@ export async function executeToolCall(provider: SandboxProvider, handle: Sandbox
     }
   } catch (err) {
     if (err instanceof ClassifiedError) throw err;
+    if (control.signal?.aborted) throw control.signal.reason; // cancelled: not a transport failure
     throw new ClassifiedError('infra', 'exec_transport', `tool ${parsed.name} could not reach the sandbox: ${(err as Error).message}`, { cause: err });
   }
 }

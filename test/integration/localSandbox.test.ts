@@ -96,6 +96,45 @@ describe('local sandbox provider', { timeout: 300_000 }, () => {
     }
   });
 
+  test('a keyed command left running by a worker that was SIGKILLed is killed before its retry runs', async () => {
+    const { handle } = await provider.provision(spec());
+    try {
+      // A worker process starts the command under a key, then dies without a chance to clean up.
+      const script = `
+        import { LocalSandboxProvider } from ${JSON.stringify(join(root, 'activities/sandbox/local/localSandboxProvider.ts'))};
+        const p = new LocalSandboxProvider({ stateRoot: ${JSON.stringify(stateRoot)} });
+        void p.exec(JSON.parse(process.argv[1]), 'sleep 61; echo late >> /app/log', { key: 'attempt-00/turn-0001/call-00' });
+        setTimeout(() => process.kill(process.pid, 'SIGKILL'), 1500);
+      `;
+      const dead = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script, JSON.stringify(handle)], { cwd: root, encoding: 'utf8', timeout: 60_000 });
+      assert.equal(dead.signal, 'SIGKILL', dead.stderr);
+      const orphan = await provider.exec(handle, 'ps -eo args | grep -c "^sleep 61"');
+      assert.equal(orphan.stdout.trim(), '1', 'the dead worker left its command running');
+      // The retry (same key) runs alone.
+      const retry = await provider.exec(handle, 'ps -eo args | grep -c "^sleep 61"; echo retried >> /app/log', { key: 'attempt-00/turn-0001/call-00' });
+      assert.equal(retry.stdout.trim(), '0', 'the orphaned command was killed before the retry ran');
+      const log = await provider.exec(handle, 'cat /app/log');
+      assert.equal(log.stdout, 'retried\n');
+    } finally {
+      await provider.teardown(handle);
+    }
+  });
+
+  test('aborting a command (its activity was cancelled) kills it and rejects with the abort reason', async () => {
+    const { handle } = await provider.provision(spec());
+    try {
+      const controller = new AbortController();
+      const running = provider.exec(handle, 'sleep 62', { signal: controller.signal });
+      await new Promise((r) => setTimeout(r, 500));
+      controller.abort(new Error('activity cancelled'));
+      await assert.rejects(running, /activity cancelled/);
+      const left = await provider.exec(handle, 'ps -eo args | grep -c "^sleep 62"');
+      assert.equal(left.stdout.trim(), '0');
+    } finally {
+      await provider.teardown(handle);
+    }
+  });
+
   test('provision reports which limits the host enforces, and how', async () => {
     const { handle, enforcedLimits } = await provider.provision(spec({ limits: { memoryMb: 128, pids: 100, cpus: 0.5 } }));
     try {

@@ -22,7 +22,7 @@ import { randomBytes } from 'node:crypto';
 import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { constants as osConstants, hostname } from 'node:os';
 import type { Readable } from 'node:stream';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 import { ClassifiedError } from '../../../shared/failures.js';
 import {
   LocalSandboxHandleSchema,
@@ -117,6 +117,30 @@ const GROUP = 'root:x:0:\nnogroup:x:65534:\n';
 const HOSTS = '127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n';
 /** Host /etc entries that programs need and that say nothing about the host. */
 const HOST_ETC_ENTRIES = ['ld.so.cache', 'ld.so.conf', 'ld.so.conf.d', 'alternatives', 'nsswitch.conf', 'localtime', 'ssl', 'ca-certificates', 'mime.types', 'python3', 'python3.11', 'bash.bashrc', 'inputrc', 'profile'];
+
+/**
+ * Kills the process group of an exec recorded under the same key that still
+ * runs (its worker died mid-command), and waits until it is gone.
+ */
+async function killSupersededExec(keyFile: string): Promise<void> {
+  let recorded: string;
+  try {
+    recorded = readFileSync(keyFile, 'utf8').trim();
+  } catch {
+    return;
+  }
+  const [pidText, startTime = ''] = recorded.split(' ');
+  const pid = Number(pidText);
+  if (Number.isInteger(pid) && pid > 0 && isSameProcess(pid, startTime)) {
+    try {
+      process.kill(-pid, 'SIGKILL');
+    } catch {
+      // already gone
+    }
+    for (let i = 0; i < 100 && isSameProcess(pid, startTime); i++) await new Promise((r) => setTimeout(r, 20));
+  }
+  rmSync(keyFile, { force: true });
+}
 
 function sandboxError(type: 'provision_failed' | 'provision_timeout' | 'sandbox_lost' | 'exec_transport', message: string, cause?: unknown): ClassifiedError<'infra'> {
   return new ClassifiedError('infra', type, message, cause === undefined ? undefined : { cause });
@@ -392,8 +416,11 @@ export class LocalSandboxProvider implements SandboxProvider {
   private async run(
     h: LocalSandboxHandle,
     inner: string[],
-    options: { env: Record<string, string>; stdin?: string | Uint8Array; maxOutputBytes: number; timeoutMs: number },
+    options: { env: Record<string, string>; stdin?: string | Uint8Array; maxOutputBytes: number; timeoutMs: number; signal?: AbortSignal; key?: string },
   ): Promise<{ exitCode: number; stdout: BoundedOutput; stderr: BoundedOutput; durationMs: number; timedOut: boolean }> {
+    const keyFile = options.key === undefined ? undefined : join(h.stateDir, 'execs', options.key.replace(/[^A-Za-z0-9._-]/g, '_'));
+    if (keyFile) await killSupersededExec(keyFile);
+    options.signal?.throwIfAborted();
     const argv = this.enterArgv(h, inner);
     const started = performance.now();
     const child = spawn(argv[0] as string, argv.slice(1), {
@@ -430,6 +457,12 @@ export class LocalSandboxProvider implements SandboxProvider {
       signalGroup('SIGTERM');
       killTimer = setTimeout(() => signalGroup('SIGKILL'), KILL_AFTER_MS);
     }, options.timeoutMs);
+    const onAbort = (): void => signalGroup('SIGKILL');
+    options.signal?.addEventListener('abort', onAbort, { once: true });
+    if (keyFile && child.pid !== undefined) {
+      mkdirSync(dirname(keyFile), { recursive: true });
+      writeFileSync(keyFile, `${child.pid} ${processStartTime(child.pid) ?? ''}\n`);
+    }
 
     const exitCode = await new Promise<number>((resolve, reject) => {
       child.once('error', (err) => reject(sandboxError('exec_transport', `cannot enter sandbox ${h.id}: ${err.message}`, err)));
@@ -441,7 +474,10 @@ export class LocalSandboxProvider implements SandboxProvider {
     }).finally(() => {
       clearTimeout(timeoutTimer);
       if (killTimer) clearTimeout(killTimer);
+      options.signal?.removeEventListener('abort', onAbort);
+      if (keyFile) rmSync(keyFile, { force: true });
     });
+    options.signal?.throwIfAborted();
     if (timedOut) signalGroup('SIGKILL'); // stragglers of the timed-out group that outlived its leader
     return { exitCode, stdout, stderr, durationMs: performance.now() - started, timedOut };
   }
@@ -454,6 +490,8 @@ export class LocalSandboxProvider implements SandboxProvider {
       ...(options.stdin !== undefined ? { stdin: options.stdin } : {}),
       maxOutputBytes: options.maxOutputBytes ?? this.defaultMaxOutputBytes,
       timeoutMs: options.timeoutMs ?? this.defaultExecTimeoutMs,
+      ...(options.signal ? { signal: options.signal } : {}),
+      ...(options.key !== undefined ? { key: options.key } : {}),
     });
     if (!isSameProcess(h.pid, h.pidStartTime)) {
       throw sandboxError('sandbox_lost', `sandbox ${h.id} died during: ${command.slice(0, 200)}`);

@@ -1,0 +1,26 @@
+/**
+ * Long activities (tool calls, verification) heartbeat while they work, so a
+ * worker that dies mid-command is noticed within the heartbeat timeout (not
+ * after the whole start-to-close timeout) and the call is retried on a live
+ * worker; and so a cancelled rollout's activity learns of it and stops.
+ */
+import { Context } from '@temporalio/activity';
+
+export const HEARTBEAT_EVERY_MS = 2_000;
+
+/** Runs `work` with a heartbeat every few seconds and the activity's cancellation signal (none outside an activity). */
+export async function withHeartbeats<T>(work: (signal: AbortSignal | undefined) => Promise<T>): Promise<T> {
+  let context: Context;
+  try {
+    context = Context.current();
+  } catch {
+    return work(undefined); // not inside an activity (the CLI's replay, a unit test)
+  }
+  context.heartbeat();
+  const timer = setInterval(() => context.heartbeat(), HEARTBEAT_EVERY_MS);
+  try {
+    return await work(context.cancellationSignal);
+  } finally {
+    clearInterval(timer);
+  }
+}
