@@ -14,9 +14,7 @@ export interface TrajectoryStore {
   locate(ref: string): string;
 }
 
-export function trajectoryRef(batchId: string, taskId: string, index: number): string {
-  return `${batchId}/${taskId}/${index}`;
-}
+export { trajectoryRefOf as trajectoryRef } from '../../shared/names.js';
 
 export function attemptPrefix(attempt: number): string {
   return `attempt-${String(attempt).padStart(2, '0')}/`;

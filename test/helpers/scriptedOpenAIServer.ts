@@ -28,6 +28,10 @@ export interface ScriptedOpenAIServer {
   requests: ChatRequest[];
   /** The next `count` requests get this status (e.g. 503) instead of an answer. */
   failNext(count: number, status: number, headers?: Record<string, string>): void;
+  /** Stops listening and drops open connections: clients get connection refused until comeBack(). */
+  goDown(): Promise<void>;
+  /** Listens again on the same port. */
+  comeBack(): Promise<void>;
   close(): Promise<void>;
 }
 
@@ -87,6 +91,17 @@ export async function startScriptedOpenAIServer(script: Script): Promise<Scripte
     failNext(count, status, headers = {}) {
       for (let i = 0; i < count; i++) failures.push({ status, headers });
     },
-    close: () => new Promise<void>((resolve) => server.close(() => resolve())),
+    goDown: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
+    comeBack: () => new Promise<void>((resolve) => server.listen(port, '127.0.0.1', resolve)),
+    close: () =>
+      new Promise<void>((resolve) => {
+        if (!server.listening) return resolve();
+        server.close(() => resolve());
+        server.closeAllConnections();
+      }),
   };
 }
