@@ -8,6 +8,7 @@
  */
 import { createHash } from 'node:crypto';
 import type { Logger } from 'pino';
+import { ApplicationFailure } from '@temporalio/common';
 import { ClassifiedError, failureName } from '../shared/failures.js';
 import { hostTaskQueue } from '../shared/names.js';
 import type { ExperimentRecord, ResolvedGroupInput, ResolvedPolicyConfig } from '../shared/pipeline.js';
@@ -135,6 +136,7 @@ function loadSubmittedTask(ref: TaskRef): LoadedTask {
 /** The failure name of an error for metrics: ours (`infra/policy_unavailable`) or the error's own name. */
 function failureLabel(err: unknown): string {
   if (err instanceof ClassifiedError) return failureName(err);
+  if (err instanceof ApplicationFailure && err.type) return err.type;
   return err instanceof Error ? err.name : 'unknown';
 }
 
@@ -217,8 +219,9 @@ export function createActivities(deps: ActivityDeps) {
       try {
         response = await policyClient(input.policy).next({ messages, tools: TOOL_SCHEMAS, task, rolloutIndex: input.rolloutIndex, attempt: input.attempt, turn: input.turn });
       } catch (err) {
-        metrics.policyError(model, failureLabel(err));
-        log.warn({ model, error: String(err) }, 'policy call failed');
+        const failure = failureLabel(err);
+        metrics.policyError(model, failure);
+        log.warn({ model, failure, error: err instanceof Error ? err.message : String(err) }, 'policy call failed');
         throw err;
       }
       const latencyMs = performance.now() - started;

@@ -1,0 +1,146 @@
+/**
+ * What every fault case needs: worker processes with their own queues, host
+ * id and sandbox registry; a group submitted to them; the leak count of a
+ * sandbox root (registry entries, processes, mounts in any mount namespace,
+ * directories, cgroups); and the summary row the suite prints.
+ */
+import { existsSync, readdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Client } from '@temporalio/client';
+import { submitBatch } from '../../client/submitBatch.js';
+import type { GroupResult, PolicyConfig, RolloutLimits } from '../../shared/pipeline.js';
+import { janitorScheduleId } from '../../workers/janitorSchedule.js';
+import { mountsMentioning, processesMentioning } from '../helpers/localSandboxInspector.js';
+import { uniqueTaskQueue } from '../helpers/temporal.js';
+import { startWorkerProcess, type WorkerProcess } from '../helpers/workerProcess.js';
+
+export interface FaultRow {
+  fault: string;
+  faultsInjected: number;
+  rolloutsAffected: number;
+  completed: number;
+  classifiedInfra: number;
+  scoredModel: number;
+  leaks: number;
+}
+
+export interface Leaks {
+  sandboxes: string[];
+  processes: number[];
+  mounts: string[];
+  cgroups: string[];
+}
+
+export function countLeaks(l: Leaks): number {
+  return l.sandboxes.length + l.processes.length + l.mounts.length + l.cgroups.length;
+}
+
+const CGROUP_ROOT = '/sys/fs/cgroup';
+
+/** Every trace of the sandboxes under `sandboxRoot` left on the host. */
+export function leaksUnder(sandboxRoot: string, sandboxIds: Iterable<string>): Leaks {
+  const sandboxes = existsSync(sandboxRoot) ? readdirSync(sandboxRoot).filter((n) => !n.startsWith('.')) : [];
+  const cgroups: string[] = [];
+  for (const id of sandboxIds) {
+    for (const controller of existsSync(CGROUP_ROOT) ? readdirSync(CGROUP_ROOT) : []) {
+      for (const dir of [join(CGROUP_ROOT, controller, 'rollout-pipeline', id), join(CGROUP_ROOT, 'rollout-pipeline', id)]) if (existsSync(dir)) cgroups.push(dir);
+    }
+  }
+  return { sandboxes, processes: processesMentioning(sandboxRoot), mounts: mountsMentioning(sandboxRoot), cgroups: [...new Set(cgroups)] };
+}
+
+/** One simulated host: a queue prefix, a host id, a data dir and a sandbox root, and its worker processes over time. */
+export class FaultHost {
+  readonly prefix: string;
+  readonly hostId: string;
+  readonly dataDir: string;
+  readonly sandboxRoot: string;
+  readonly workers: WorkerProcess[] = [];
+
+  constructor(scratch: string, name: string) {
+    this.prefix = uniqueTaskQueue(`fault-${name}`);
+    this.hostId = `${this.prefix}-host`;
+    this.dataDir = join(scratch, name, 'data');
+    this.sandboxRoot = join(scratch, name, 'sandboxes');
+  }
+
+  get taskQueues(): { main: string; policy: string } {
+    return { main: this.prefix, policy: `${this.prefix}-policy` };
+  }
+
+  get trajectories(): string {
+    return join(this.dataDir, 'trajectories');
+  }
+
+  async startWorker(options: { address?: string; metricsPort?: number } = {}): Promise<WorkerProcess> {
+    const worker = startWorkerProcess({ queuePrefix: this.prefix, hostId: this.hostId, dataDir: this.dataDir, sandboxRoot: this.sandboxRoot, ...options });
+    this.workers.push(worker);
+    await worker.ready;
+    return worker;
+  }
+
+  /** Sandbox ids any of this host's workers provisioned (from their logs). */
+  sandboxIds(): string[] {
+    return [...new Set(this.workers.flatMap((w) => w.lines.filter((l) => l.msg === 'sandbox provisioned').map((l) => String(l.sandbox))))];
+  }
+
+  leaks(): Leaks {
+    return leaksUnder(this.sandboxRoot, this.sandboxIds());
+  }
+
+  async stop(client: Client): Promise<void> {
+    for (const w of this.workers) {
+      if (w.child.exitCode === null && w.child.signalCode === null) {
+        w.kill('SIGTERM');
+        await w.exited;
+      }
+    }
+    await client.schedule.getHandle(janitorScheduleId(this.hostId)).delete().catch(() => undefined);
+  }
+}
+
+export async function runGroups(
+  client: Client,
+  host: FaultHost,
+  options: { batchId: string; tasks: string[]; groupSize: number; policy: PolicyConfig; limits?: Partial<RolloutLimits>; minValid?: number },
+): Promise<{ batch: Awaited<ReturnType<typeof submitBatch>>; results: () => Promise<GroupResult[]> }> {
+  const batch = await submitBatch(client, {
+    batchId: options.batchId,
+    taskQueues: host.taskQueues,
+    tasks: options.tasks,
+    groupSize: options.groupSize,
+    minValid: options.minValid ?? 1,
+    policy: options.policy,
+    ...(options.limits ? { limits: options.limits } : {}),
+  });
+  return {
+    batch,
+    results: async () => {
+      const out: GroupResult[] = [];
+      for await (const g of batch.results()) out.push(g);
+      return out;
+    },
+  };
+}
+
+/** The row of the summary table for a case's rollouts. */
+export function rowFor(fault: string, faultsInjected: number, groups: GroupResult[], affected: number, leaks: number): FaultRow {
+  const rollouts = groups.flatMap((g) => g.rollouts);
+  return {
+    fault,
+    faultsInjected,
+    rolloutsAffected: affected,
+    completed: rollouts.filter((r) => r.reward !== null).length,
+    classifiedInfra: rollouts.filter((r) => r.attemptHistory.some((a) => a.outcomeClass === 'infra')).length,
+    scoredModel: rollouts.filter((r) => r.outcomeClass === 'model').length,
+    leaks,
+  };
+}
+
+export function summaryTable(rows: FaultRow[]): string {
+  const header = ['fault', 'faults injected', 'rollouts affected', 'completed', 'classified infra', 'scored model', 'leaks'];
+  const body = rows.map((r) => [r.fault, r.faultsInjected, r.rolloutsAffected, r.completed, r.classifiedInfra, r.scoredModel, r.leaks].map(String));
+  const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => (b[i] ?? '').length)));
+  const line = (cells: string[]): string => `| ${cells.map((c, i) => (i === 0 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join(' | ')} |`;
+  return [line(header), `|${widths.map((w, i) => (i === 0 ? `:${'-'.repeat(w + 1)}` : `${'-'.repeat(w + 1)}:`)).join('|')}|`, ...body.map(line)].join('\n');
+}
