@@ -82,13 +82,20 @@ export const FailurePolicySchema = z
   .strict();
 export type FailurePolicy = z.output<typeof FailurePolicySchema>;
 
+/** A group is one workflow with one child per rollout; its history limits how many fit. */
+export const MAX_GROUP_SIZE = 1024;
+
 export const VerifyModeSchema = z.enum(['in-place', 'clean-room']);
 
 export const GroupInputSchema = z
   .object({
     batchId: z.string().regex(/^[A-Za-z0-9._-]+$/, 'letters, digits, dot, dash and underscore only'),
     task: TaskRefSchema,
-    groupSize: z.number().int().min(1).max(1024),
+    groupSize: z
+      .number()
+      .int()
+      .min(1, 'a group needs at least 1 rollout (GRPO needs 2 or more to compare)')
+      .max(MAX_GROUP_SIZE, `at most ${MAX_GROUP_SIZE} rollouts per group: each group is one workflow whose history must stay small; use several groups or batches`),
     policy: PolicyConfigSchema,
     limits: RolloutLimitsSchema.default({ maxTurns: 30, commandTimeoutSec: 120, maxOutputBytes: 64 * 1024 }),
     failurePolicy: FailurePolicySchema.default({ infra: { retries: 2, backoffSec: 1, onExhausted: 'mask' }, model: 'score', task: 'fail_group' }),

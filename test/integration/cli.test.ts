@@ -130,7 +130,8 @@ describe('rollout run and status against running workers', { timeout: 300_000 },
 describe('bad input gets exit code 2 and a message naming the problem', { timeout: 120_000 }, () => {
   const cases: [string[], RegExp][] = [
     [['run', '--tasks', join(scratch, 'missing')], /--tasks .*missing: not a directory/],
-    [['run', '--tasks', task, '--group-size', '0'], /groupSize: .*>=1/],
+    [['run', '--tasks', task, '--group-size', '0'], /groupSize: a group needs at least 1 rollout/],
+    [['run', '--tasks', task, '--group-size', '10000'], /groupSize: at most 1024 rollouts per group: .*use several groups or batches/],
     [['run', '--tasks', task, '--policy', 'magic'], /--policy "magic": use scripted:oracle/],
     [['run', '--tasks', task, '--policy', 'openai'], /--policy openai needs --base-url/],
     [['run', '--tasks', task, '--verify', 'sometimes'], /--verify is in-place or clean-room/],

@@ -22,8 +22,8 @@ test('valid options resolve with defaults from DESIGN.md', () => {
 });
 
 test('group sizes of 0 and 10,000 are refused', () => {
-  refused({ ...base, groupSize: 0 }, /groupSize: .*>=1/);
-  refused({ ...base, groupSize: 10_000 }, /groupSize: .*<=1024/);
+  refused({ ...base, groupSize: 0 }, /groupSize: a group needs at least 1 rollout/);
+  refused({ ...base, groupSize: 10_000 }, /groupSize: at most 1024 rollouts per group/);
 });
 
 test('an unknown policy kind or script is refused', () => {
