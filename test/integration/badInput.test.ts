@@ -81,7 +81,7 @@ describe('bad input', { timeout: 600_000 }, () => {
   });
 
   test('an unknown policy kind sent by name is refused, naming the field', async () => {
-    await rejectedWith(`bad-policy-${Date.now()}`, { policy: { kind: 'magic' } }, /rolloutGroup input: policy\.kind: Invalid discriminator value\. Expected 'scripted' | 'openai'/);
+    await rejectedWith(`bad-policy-${Date.now()}`, { policy: { kind: 'magic' } }, /rolloutGroup input: policy\.kind: Invalid discriminator value\. Expected 'scripted' \| 'openai'/);
   });
 
   test('a malformed task spec ends the group task_invalid with the file and the problem, never retried', async () => {
