@@ -28,6 +28,8 @@ export interface ScriptedOpenAIServer {
   requests: ChatRequest[];
   /** The next `count` requests get this status (e.g. 503) instead of an answer. */
   failNext(count: number, status: number, headers?: Record<string, string>): void;
+  /** The next request never gets an answer (`hang`), gets 200 with a body that is not JSON, or 200 JSON without choices. */
+  misbehaveNext(kind: 'hang' | 'not-json' | 'no-choices'): void;
   /** Stops listening and drops open connections: clients get connection refused until comeBack(). */
   goDown(): Promise<void>;
   /** Listens again on the same port. */
@@ -43,7 +45,7 @@ async function body(req: IncomingMessage): Promise<string> {
 
 export async function startScriptedOpenAIServer(script: Script): Promise<ScriptedOpenAIServer> {
   const requests: ChatRequest[] = [];
-  const failures: { status: number; headers: Record<string, string> }[] = [];
+  const failures: ({ status: number; headers: Record<string, string> } | { kind: 'hang' | 'not-json' | 'no-choices' })[] = [];
   let counter = 0;
   const server: Server = createServer((req, res) => {
     void (async () => {
@@ -54,6 +56,12 @@ export async function startScriptedOpenAIServer(script: Script): Promise<Scripte
       const request = JSON.parse(await body(req)) as ChatRequest;
       requests.push(request);
       const failure = failures.shift();
+      if (failure && 'kind' in failure) {
+        if (failure.kind === 'hang') return; // the client's own timeout has to end it
+        const text = failure.kind === 'not-json' ? '<html>502 bad gateway</html>' : JSON.stringify({ id: 'x', object: 'chat.completion', choices: [] });
+        res.writeHead(200, { 'content-type': failure.kind === 'not-json' ? 'text/html' : 'application/json' }).end(text);
+        return;
+      }
       if (failure) {
         res.writeHead(failure.status, { 'content-type': 'application/json', ...failure.headers }).end(JSON.stringify({ error: { message: 'injected failure' } }));
         return;
@@ -90,6 +98,9 @@ export async function startScriptedOpenAIServer(script: Script): Promise<Scripte
     requests,
     failNext(count, status, headers = {}) {
       for (let i = 0; i < count; i++) failures.push({ status, headers });
+    },
+    misbehaveNext(kind) {
+      failures.push({ kind });
     },
     goDown: () =>
       new Promise<void>((resolve) => {

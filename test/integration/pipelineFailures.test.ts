@@ -79,6 +79,48 @@ describe('pipeline failure handling', { timeout: 900_000 }, () => {
     }
   });
 
+  test('policy endpoint faults — 429 with retry-after, a hung request, a non-JSON body, no choices — are each classified infra/policy_unavailable, retried with backoff, never shown to the model', async () => {
+    const server = await startScriptedOpenAIServer((_req, turn) =>
+      turn === 0
+        ? { content: 'Writing.', toolCalls: [{ name: 'bash', arguments: { command: "printf 'Hello, rollout!\\nRewards are earned.\\n' > /app/greeting.txt" } }] }
+        : { content: 'Done.', toolCalls: [{ name: 'submit', arguments: {} }] },
+    );
+    server.failNext(1, 429, { 'retry-after': '3' });
+    server.misbehaveNext('hang');
+    server.misbehaveNext('not-json');
+    server.misbehaveNext('no-choices');
+    const times: number[] = [];
+    const seen = server.requests;
+    const timer = setInterval(() => {
+      while (times.length < seen.length) times.push(Date.now());
+    }, 20);
+    await h.startWorkers();
+    try {
+      const group = await runOne({
+        tasks: [join(examples, 'write-greeting')],
+        groupSize: 1,
+        minValid: 1,
+        policy: { kind: 'openai', baseUrl: server.baseUrl, model: 'scripted-model', requestTimeoutMs: 1_500 },
+      });
+      const r = group.rollouts[0];
+      assert.ok(r);
+      assert.deepEqual([r.reward, r.outcomeClass, r.outcomeType, r.attempts, r.turns], [1, 'ok', 'submitted', 1, 2]);
+      assert.equal(server.requests.length, 6, '4 misbehaving answers, then one request per turn');
+      assert.ok((times[1] ?? 0) - (times[0] ?? 0) >= 2_900, `the retry after the 429 waited for retry-after: 3 (${(times[1] ?? 0) - (times[0] ?? 0)} ms)`);
+      const history = await h.client.workflow.getHandle(r.workflowId).fetchHistory();
+      const policyStarts = (history.events ?? []).map((e) => e.activityTaskStartedEventAttributes).filter((a) => a?.attempt !== undefined && a.attempt !== null && a.attempt > 1);
+      assert.equal(policyStarts.length, 1, 'only the first policy call needed retries');
+      assert.equal(policyStarts[0]?.attempt, 5, 'four failed tries, the fifth answered');
+      assert.equal(policyStarts[0]?.lastFailure?.applicationFailureInfo?.type, 'infra/policy_unavailable');
+      const conversation = JSON.stringify(server.requests.at(-1)?.messages);
+      assert.doesNotMatch(conversation, /429|rate limit|not JSON|no choices|timeout|bad gateway/i, 'no fault reached the conversation');
+    } finally {
+      clearInterval(timer);
+      await h.stopWorkers();
+      await server.close();
+    }
+  });
+
   test('a failed provision and a sandbox killed mid-turn are infra failures, each retried on a fresh sandbox', async () => {
     let killed = false;
     const faulty = new FaultyProvider(h.provider, {
