@@ -8,8 +8,8 @@
 # to `kwok --config=...` (kwok run by itself has no stages and refuses to start).
 #
 # Order: KUBE_BIN_DIR (must hold kube-apiserver, etcd and kwok), the copy cached
-# outside the repository, else build into that cache. A cold build takes about
-# 20 minutes on 2 cores (at nice 19, one package at a time) and about 4 GB of Go
+# outside the repository, else build into that cache. A cold build takes 20-30
+# minutes on 2 cores (at nice 19, one package at a time) and about 7 GB of Go
 # module and build cache; afterwards this prints the directory at once.
 #
 # k8s.io/kubernetes cannot be `go install`ed: its go.mod replaces every staging
@@ -77,7 +77,7 @@ if command -v flock >/dev/null 2>&1; then
 fi
 
 jobs="${KUBE_BUILD_JOBS:-1}"
-echo "ensure-kube: building Kubernetes v$KUBE_VERSION, etcd v$ETCD_VERSION and kwok v$KWOK_VERSION from Go modules into $TARGET_DIR (once per machine; about 20 minutes cold)" >&2
+echo "ensure-kube: building Kubernetes v$KUBE_VERSION, etcd v$ETCD_VERSION and kwok v$KWOK_VERSION from Go modules into $TARGET_DIR (once per machine; 20-30 minutes cold)" >&2
 staging="$(mktemp -d "$CACHE_ROOT/kube-build.XXXXXX")"
 trap 'rm -rf "$staging"' EXIT
 mkdir -p "$staging/bin" "$staging/kube" "$staging/etcd"

@@ -1,11 +1,15 @@
 /**
  * The filesystem trajectory store (the default on one machine): one JSON file
  * per key under a root directory, written atomically (temp file + rename).
+ * A finished rollout is `<ref>/rollout.json`; queries scan the directories
+ * (fine for one machine; the PostgreSQL store indexes them).
  */
 import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { dirname, join, normalize } from 'node:path';
 import { ClassifiedError } from '../../shared/failures.js';
-import type { TrajectoryStore } from './trajectoryStore.js';
+import { compareRolloutRecords, type RolloutQuery, type RolloutRecord, type TrajectoryStore } from './trajectoryStore.js';
+
+const ROLLOUT_RECORD = 'rollout.json';
 
 export class FsTrajectoryStore implements TrajectoryStore {
   constructor(readonly root: string) {}
@@ -57,5 +61,37 @@ export class FsTrajectoryStore implements TrajectoryStore {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
       throw new ClassifiedError('infra', 'storage_error', `trajectory store: cannot list ${dir}: ${(err as Error).message}`, { cause: err });
     }
+  }
+
+  async putRollout(record: RolloutRecord): Promise<void> {
+    await this.put(record.result.trajectoryRef, ROLLOUT_RECORD, record);
+  }
+
+  async queryRollouts(query: RolloutQuery): Promise<RolloutRecord[]> {
+    const names = async (dir: string): Promise<string[]> => {
+      try {
+        return (await readdir(dir, { withFileTypes: true })).filter((d) => d.isDirectory()).map((d) => d.name);
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+        throw new ClassifiedError('infra', 'storage_error', `trajectory store: cannot list ${dir}: ${(err as Error).message}`, { cause: err });
+      }
+    };
+    for (const value of [query.batchId, query.taskId]) {
+      if (value !== undefined && (value.includes('/') || value.startsWith('.'))) throw new Error(`not a batch or task id: ${JSON.stringify(value)}`);
+    }
+    const out: RolloutRecord[] = [];
+    for (const batch of query.batchId !== undefined ? [query.batchId] : await names(this.root)) {
+      for (const task of query.taskId !== undefined ? [query.taskId] : await names(join(this.root, batch))) {
+        for (const index of await names(join(this.root, batch, task))) {
+          const record = await this.get<RolloutRecord>(`${batch}/${task}/${index}`, ROLLOUT_RECORD);
+          if (record && (query.outcomeClass === undefined || record.result.outcomeClass === query.outcomeClass)) out.push(record);
+        }
+      }
+    }
+    return out.sort(compareRolloutRecords);
+  }
+
+  async close(): Promise<void> {
+    // nothing to release
   }
 }
