@@ -148,6 +148,19 @@ export function sandboxConformanceSuite(name: string, target: () => ConformanceT
       }
     });
 
+    test('escape: startup files the agent writes (~/.bashrc, ~/.profile) never run before a later exec', async () => {
+      const { provider } = target();
+      const h = await fresh();
+      try {
+        const plant = await provider.exec(h, 'for f in /root/.bashrc /root/.bash_profile /root/.profile; do echo "echo planted-$f; exit 3" > $f; done');
+        assert.equal(plant.exitCode, 0, plant.stderr);
+        const r = await provider.exec(h, 'echo clean; bash -c "echo nested"');
+        assert.deepEqual([r.exitCode, r.stdout], [0, 'clean\nnested\n'], 'neither the exec nor a bash it starts sources them');
+      } finally {
+        await tornDown(h);
+      }
+    });
+
     test('escape: a fork bomb hits the pids limit and is cleaned up', async () => {
       const { provider } = target();
       const h = await fresh({ limits: { pids: 64 } });

@@ -485,7 +485,10 @@ export class LocalSandboxProvider implements SandboxProvider {
   async exec(handle: SandboxHandle, command: string, options: ExecOptions = {}): Promise<ExecResult> {
     const h = this.parseHandle(handle);
     const cwd = options.cwd ?? h.workdir;
-    const result = await this.run(h, [this.programs.bash, '-c', 'cd -- "$1" || exit 125; eval "$2"', 'bash', cwd, command], {
+    // --norc: stdin is a socket (Node's pipes are socketpairs), which bash takes for rshd/sshd and then sources
+    // /etc/bash.bashrc and ~/.bashrc before the command. ~/.bashrc is the agent's to write, so without this it
+    // would run first in every later exec, the verifier's reset and tests included.
+    const result = await this.run(h, [this.programs.bash, '--norc', '--noprofile', '-c', 'cd -- "$1" || exit 125; eval "$2"', 'bash', cwd, command], {
       env: options.env ?? {},
       ...(options.stdin !== undefined ? { stdin: options.stdin } : {}),
       maxOutputBytes: options.maxOutputBytes ?? this.defaultMaxOutputBytes,
