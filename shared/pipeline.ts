@@ -17,8 +17,12 @@ export const ScriptedPolicySchema = z
      * mixed:  oracle on even rollout indices, a known-bad solution (or noop) on odd ones,
      *         so a group has rewards that differ and advantages that are not all zero.
      * stall:  runs `true` forever and never submits (hits max turns).
+     * adversarial: the escape suite; rollout i makes escape attempt i mod 8 (host secrets,
+     *         network, writes outside the workspace, fork bomb, memory hog, a lingering
+     *         process, replaced tests, a fake reward) and submits without solving the task
+     *         (activities/policies/adversarialPolicy.ts).
      */
-    script: z.enum(['oracle', 'noop', 'mixed', 'stall']),
+    script: z.enum(['oracle', 'noop', 'mixed', 'stall', 'adversarial']),
   })
   .strict();
 

@@ -9,6 +9,7 @@ import type { ScriptedPolicySchema } from '../../shared/pipeline.js';
 import type { LoadedTask } from '../../shared/task.js';
 import type { AssistantMessage, ToolCall } from '../../shared/tools.js';
 import { listFiles } from '../tasks/hashTree.js';
+import { adversarialStep } from './adversarialPolicy.js';
 import type { PolicyClient, PolicyRequest, PolicyResponse } from './policyClient.js';
 
 type Script = z.infer<typeof ScriptedPolicySchema>['script'];
@@ -51,6 +52,8 @@ export class ScriptedPolicy implements PolicyClient {
         if (!bad) return { role: 'assistant', content: 'Submitting without changes.', tool_calls: [call(turn, 0, 'submit', {})] };
         return runScript(turn, [{ path: '/solution/solve.sh', content: readFileSync(bad, 'utf8') }]);
       }
+      case 'adversarial':
+        return adversarialStep(task, rolloutIndex, turn);
     }
   }
 }

@@ -3,6 +3,15 @@ import { ClassifiedError } from '../../shared/failures.js';
 import type { SandboxOwner, SandboxSpec } from '../../shared/sandbox.js';
 import type { LoadedTask } from '../../shared/task.js';
 
+/** Harbor's default when a task declares no memory ([environment] memory_mb). */
+export const DEFAULT_TASK_MEMORY_MB = 2048;
+/**
+ * Most processes and threads alive at once in one sandbox. The task format has
+ * no field for it; without a cap a fork bomb in any rollout takes the host's
+ * whole pid space.
+ */
+export const SANDBOX_PIDS_LIMIT = 1024;
+
 export function sandboxSpecForTask(task: LoadedTask, owner: SandboxOwner, labels: Record<string, string> = {}): SandboxSpec {
   if (task.needsContainer) {
     throw new ClassifiedError(
@@ -12,8 +21,8 @@ export function sandboxSpecForTask(task: LoadedTask, owner: SandboxOwner, labels
         'Fix: run this task with a container provider (kubernetes, with [environment].docker_image), or replace the Dockerfile with the starting files under environment/.',
     );
   }
-  const limits: SandboxSpec['limits'] = {};
-  if (task.limits.memoryMb !== undefined) limits.memoryMb = task.limits.memoryMb;
+  // Every sandbox has a memory and a pids ceiling, whatever the task declares: a memory hog or a fork bomb stops there.
+  const limits: SandboxSpec['limits'] = { memoryMb: task.limits.memoryMb ?? DEFAULT_TASK_MEMORY_MB, pids: SANDBOX_PIDS_LIMIT };
   if (task.limits.cpus !== undefined) limits.cpus = task.limits.cpus;
   if (task.limits.diskMb !== undefined) limits.diskMb = task.limits.diskMb;
   return {

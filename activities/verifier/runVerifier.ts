@@ -3,8 +3,8 @@
  *
  * in-place:   every process the agent left is killed; /tests, /logs/verifier
  *             (a reward file written by the agent), /root and /tmp are
- *             emptied; the task's tests are uploaded to /tests and
- *             tests/test.sh runs.
+ *             unlocked and emptied (RESET_FOR_TESTS); the task's tests are
+ *             uploaded to /tests and tests/test.sh runs.
  * clean-room: only the agent's workspace is copied into a fresh sandbox from
  *             the same spec, and the tests run there: a replaced test runner
  *             outside the workspace or a lingering process cannot reach them.
@@ -44,6 +44,18 @@ echo "agent processes kept respawning" >&2`;
 
 const MAX_WORKSPACE_BYTES = 512 * 1024 * 1024;
 
+/**
+ * Empties what the agent could have planted outside the workspace before the
+ * tests arrive. The agent is root without capabilities, so it can lock its
+ * own files (chmod 555 on a directory keeps a planted file from being
+ * deleted) and can put a link where /logs/verifier was (a link to a locked
+ * directory of read-only reward files survives `find -delete` and makes
+ * test.sh's write of the real reward fail). Everything is unlocked first
+ * (chmod -R never follows a link), /logs/verifier is removed whatever it is,
+ * and a fresh directory takes its place.
+ */
+export const RESET_FOR_TESTS = 'chmod -R u+rwX /tests /logs /root /tmp 2>/dev/null; rm -rf /logs/verifier && find /tests /root /tmp -mindepth 1 -delete && mkdir /logs/verifier';
+
 async function readOptional(provider: SandboxProvider, handle: SandboxHandle, path: string, maxBytes: number): Promise<string | undefined> {
   try {
     return Buffer.from(await provider.readFile(handle, path, { maxBytes })).toString('utf8');
@@ -64,7 +76,7 @@ async function readReward(provider: SandboxProvider, handle: SandboxHandle): Pro
 async function runTests(provider: SandboxProvider, handle: SandboxHandle, task: LoadedTask, mode: VerifyMode): Promise<VerifyOutcome> {
   // Whatever the agent left in /tests, /logs/verifier (a fake reward), /root or /tmp (a sitecustomize.py,
   // a shell rc file) is gone before the tests arrive. The workspace is what is being judged; it stays.
-  const reset = await provider.exec(handle, 'mkdir -p /logs/verifier /tests && find /tests /logs/verifier /root /tmp -mindepth 1 -delete', { timeoutMs: 30_000 });
+  const reset = await provider.exec(handle, RESET_FOR_TESTS, { timeoutMs: 30_000 });
   if (reset.exitCode !== 0) throw new ClassifiedError('infra', 'verifier_crashed', `could not prepare /logs/verifier and /tests: ${reset.stderr.trim()}`);
   await uploadDirectory(provider, handle, task.testsDir, '/tests');
   const run = await provider.exec(handle, 'bash /tests/test.sh', {
@@ -89,17 +101,38 @@ export async function verifyInPlace(provider: SandboxProvider, handle: SandboxHa
   return runTests(provider, handle, task, 'in-place');
 }
 
+/**
+ * Archives the workspace. tar runs as root without capabilities, so it can
+ * neither read an entry its owner cannot read nor, extracting, create entries
+ * in a directory it has just made read-only (a Go module cache, or an agent
+ * locking a planted file in). Entries short of u+rw (directories u+rwx) are
+ * unlocked first, parents before children, and their modes recorded in
+ * `modes` for the clean room to put back. The archive goes to /tmp, emptied
+ * and unlocked first: nothing in it travels, and an agent may have locked or
+ * filled it.
+ */
+const packWorkspace = (workdir: string, archive: string, modes: string): string =>
+  `chmod -R u+rwX /tmp 2>/dev/null; find /tmp -mindepth 1 -delete && cd -- ${shellQuote(workdir)} && find . ! -type l \\( -type d ! -perm -u=rwx -o ! -type d ! -perm -u=rw \\) -printf '%m %p\\0' -exec chmod u+rwX {} \\; > ${modes} && tar -cf ${archive} .`;
+
+/** Replaces the clean room's workspace with the archive and restores the recorded modes, children before parents. */
+const unpackWorkspace = (workdir: string, archive: string, modes: string): string =>
+  `find ${shellQuote(workdir)} -type d ! -perm -u=rwx -exec chmod u+rwx {} \\; && find ${shellQuote(workdir)} -mindepth 1 -delete && tar -C ${shellQuote(workdir)} -xf ${archive} && rm -f ${archive} && ` +
+  `cd -- ${shellQuote(workdir)} && mapfile -d '' -t locked < ${modes} && for ((i = \${#locked[@]} - 1; i >= 0; i--)); do chmod -- "\${locked[i]%% *}" "\${locked[i]#* }" || exit; done && rm -f ${modes}`;
+
 export async function verifyCleanRoom(provider: SandboxProvider, handle: SandboxHandle, task: LoadedTask, spec: SandboxSpec): Promise<VerifyOutcome> {
   await provider.exec(handle, STOP_AGENT_PROCESSES, { timeoutMs: 30_000 });
   const archive = `/tmp/.rollout-workspace-${randomBytes(6).toString('hex')}.tar`;
-  const pack = await provider.exec(handle, `tar -C ${shellQuote(task.workdir)} -cf ${archive} .`, { timeoutMs: 120_000 });
+  const modes = `${archive}.modes`;
+  const pack = await provider.exec(handle, packWorkspace(task.workdir, archive, modes), { timeoutMs: 120_000 });
   if (pack.exitCode !== 0) throw new ClassifiedError('infra', 'verifier_crashed', `could not archive the workspace ${task.workdir}: ${pack.stderr.trim()}`);
   const workspace = await provider.readFile(handle, archive, { maxBytes: MAX_WORKSPACE_BYTES });
+  const lockedModes = await provider.readFile(handle, modes, { maxBytes: MAX_WORKSPACE_BYTES });
 
   const { handle: room } = await provider.provision({ ...spec, labels: { ...spec.labels, purpose: 'clean-room-verify' } });
   try {
     await provider.writeFile(room, archive, workspace);
-    const unpack = await provider.exec(room, `find ${shellQuote(task.workdir)} -mindepth 1 -delete && tar -C ${shellQuote(task.workdir)} -xf ${archive} && rm -f ${archive}`, { timeoutMs: 120_000 });
+    await provider.writeFile(room, modes, lockedModes);
+    const unpack = await provider.exec(room, unpackWorkspace(task.workdir, archive, modes), { timeoutMs: 120_000 });
     if (unpack.exitCode !== 0) throw new ClassifiedError('infra', 'verifier_crashed', `could not unpack the workspace in the clean room: ${unpack.stderr.trim()}`);
     return await runTests(provider, room, task, 'clean-room');
   } finally {

@@ -1,7 +1,7 @@
 /** Settings the `rollout` commands share: where Temporal is, where data goes, which tasks. */
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import type { PolicyConfig } from '../../shared/pipeline.js';
+import { ScriptedPolicySchema, type PolicyConfig } from '../../shared/pipeline.js';
 import { UsageError } from './usageError.js';
 
 export function temporalAddress(flag: string | undefined): string {
@@ -39,12 +39,15 @@ export function expandTaskDirs(args: string[]): string[] {
   return out;
 }
 
+const SCRIPTS = ScriptedPolicySchema.shape.script.options;
+type Script = (typeof SCRIPTS)[number];
+
 /** `scripted:<script>` or `openai` (with --base-url and --model). */
 export function parsePolicy(value: string, options: { baseUrl?: string; model?: string; temperature?: string; seed?: string; apiKeyEnv?: string }): PolicyConfig {
   if (value.startsWith('scripted:')) {
     const script = value.slice('scripted:'.length);
-    if (!['oracle', 'noop', 'mixed', 'stall'].includes(script)) throw new UsageError(`--policy ${value}: scripted policies are oracle, noop, mixed and stall`);
-    return { kind: 'scripted', script: script as 'oracle' | 'noop' | 'mixed' | 'stall' };
+    if (!SCRIPTS.includes(script as Script)) throw new UsageError(`--policy ${value}: scripted policies are ${SCRIPTS.slice(0, -1).join(', ')} and ${SCRIPTS.at(-1)}`);
+    return { kind: 'scripted', script: script as Script };
   }
   if (value === 'openai') {
     if (!options.baseUrl || !options.model) throw new UsageError('--policy openai needs --base-url (e.g. http://127.0.0.1:8000/v1) and --model');
@@ -64,5 +67,5 @@ export function parsePolicy(value: string, options: { baseUrl?: string; model?: 
       sampling: { ...(temperature !== undefined ? { temperature } : {}), ...(seed !== undefined ? { seed } : {}) },
     };
   }
-  throw new UsageError(`--policy ${JSON.stringify(value)}: use scripted:oracle, scripted:noop, scripted:mixed, scripted:stall or openai`);
+  throw new UsageError(`--policy ${JSON.stringify(value)}: use ${SCRIPTS.map((name) => `scripted:${name}`).join(', ')} or openai`);
 }

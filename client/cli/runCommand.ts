@@ -19,7 +19,8 @@ import { UsageError } from './usageError.js';
 export const runUsage = `rollout run --tasks DIR... [--group-size N] [--policy P] [--batch-id ID] [options]
   --tasks        task directories, or directories of tasks (repeatable)
   --group-size   rollouts per task (default 4)
-  --policy       scripted:mixed (default), scripted:oracle, scripted:noop, scripted:stall, or openai
+  --policy       scripted:mixed (default), scripted:oracle, scripted:noop, scripted:stall, or openai;
+                 scripted:adversarial runs the escape suite (with --group-size 8, every attempt once)
   --base-url, --model, --temperature, --seed, --api-key-env   for --policy openai
   --max-turns N, --verify in-place|clean-room, --min-valid N
   --out FILE     JSONL of rollouts (default <data-dir>/results/<batch>.jsonl)

@@ -141,8 +141,25 @@ export function sandboxConformanceSuite(name: string, target: () => ConformanceT
           assert.notEqual(r.exitCode, 0, `writing ${path} fails`);
           assert.match(r.stderr, /Read-only file system|Permission denied/);
         }
+        // Written back unchanged: were it writable, this sysctl would name a program the host kernel runs as root.
+        const sysctl = await provider.exec(h, 'v=$(cat /proc/sys/kernel/core_pattern) && printf "%s\\n" "$v" > /proc/sys/kernel/core_pattern');
+        assert.notEqual(sysctl.exitCode, 0, 'host-wide sysctls under /proc/sys are read-only');
+        assert.match(sysctl.stderr, /Read-only file system|Permission denied/);
         const ok = await provider.exec(h, 'echo fine > /app/inside && echo fine > /tmp/inside && echo fine > /logs/agent/log && cat /app/inside');
         assert.equal(ok.stdout, 'fine\n', 'the workspace, /tmp and /logs are writable');
+      } finally {
+        await tornDown(h);
+      }
+    });
+
+    test('escape: startup files the agent writes (~/.bashrc, ~/.profile) never run before a later exec', async () => {
+      const { provider } = target();
+      const h = await fresh();
+      try {
+        const plant = await provider.exec(h, 'for f in /root/.bashrc /root/.bash_profile /root/.profile; do echo "echo planted-$f; exit 3" > $f; done');
+        assert.equal(plant.exitCode, 0, plant.stderr);
+        const r = await provider.exec(h, 'echo clean; bash -c "echo nested"');
+        assert.deepEqual([r.exitCode, r.stdout], [0, 'clean\nnested\n'], 'neither the exec nor a bash it starts sources them');
       } finally {
         await tornDown(h);
       }

@@ -113,6 +113,11 @@ describe('tampering never earns reward 1', { timeout: 300_000 }, () => {
     'a python usercustomize that exits 0 before any test runs':
       // The last command proves the plant works: python exits 0 although the script says exit 3.
       'd=/root/.local/lib/python3.11/site-packages && mkdir -p $d && echo "import os; os._exit(0)" > $d/usercustomize.py && python3 -c "raise SystemExit(3)"',
+    // Root without capabilities cannot overwrite a 0444 file: before the reset removed the link, this scored 1 in-place.
+    'a link where /logs/verifier was, to read-only reward files in a locked workspace directory':
+      'mkdir /app/.v && echo 1 > /app/.v/reward.txt && chmod 444 /app/.v/reward.txt && chmod 555 /app/.v && rm -rf /logs/verifier && ln -s /app/.v /logs/verifier',
+    'a planted file locked in read-only directories of /root and /tests':
+      'mkdir -p /root/locked && echo "exit 0" > /root/locked/x && chmod 555 /root/locked /tests && echo 1 > /tmp/reward.txt && chmod 555 /tmp',
   };
   for (const mode of ['in-place', 'clean-room'] as const) {
     for (const [name, command] of Object.entries(tampers)) {
@@ -129,6 +134,15 @@ describe('tampering never earns reward 1', { timeout: 300_000 }, () => {
       assert.equal(outcome.reward, 1);
     });
   }
+
+  test('clean-room: read-only and unreadable directories arrive with their modes (tar as root without capabilities could not)', async () => {
+    const listing = "cd /app && find . -mindepth 1 -printf '%m %p\\n' 2>/dev/null";
+    const task = taskVariant('write-greeting', 'modes', (dir) => writeFileSync(join(dir, 'tests/test.sh'), `#!/bin/bash\n${listing}\necho 1 > /logs/verifier/reward.txt\n`));
+    const setup = 'mkdir -p /app/ro /app/none/inner && echo y > /app/ro/file && chmod 444 /app/ro/file && chmod 555 /app/ro && echo z > /app/none/inner/g && chmod 000 /app/none/inner /app/none';
+    const outcome = await attempt(task, setup, 'clean-room');
+    assert.equal(outcome.reward, 1);
+    assert.deepEqual(outcome.outputTail.split('\n').sort(), ['0 ./none', '444 ./ro/file', '555 ./ro', '644 ./.keep']);
+  });
 
   test('clean-room: files the agent deleted stay deleted, edits carry over', async () => {
     const task = taskVariant('fix-median', 'deletes', (dir) => writeFileSync(join(dir, 'tests/test.sh'), '#!/bin/bash\nif [ ! -e /app/stats.py ] && [ "$(cat /app/new.txt)" = new ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n'));

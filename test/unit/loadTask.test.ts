@@ -95,6 +95,14 @@ test('Harbor size strings become MiB limits', () => {
   assert.equal(spec.network, 'host');
 });
 
+test('every sandbox gets a memory and a pids ceiling: Harbor\'s 2048 MiB unless the task declares memory', () => {
+  const bare = sandboxSpecForTask(loadTask(join(examples, 'write-greeting')), { workflowId: 'w', runId: 'r', attempt: 0 });
+  assert.deepEqual(bare.limits, { memoryMb: 2048, pids: 1024 });
+  const dir = copyExample('write-greeting', 'declared-memory');
+  writeFileSync(join(dir, 'task.toml'), '[environment]\nmemory_mb = 512\ncpus = 1\n');
+  assert.deepEqual(sandboxSpecForTask(loadTask(dir), { workflowId: 'w', runId: 'r', attempt: 0 }).limits, { memoryMb: 512, pids: 1024, cpus: 1 });
+});
+
 test('a Dockerfile-only environment is refused by the local provider, plainly', () => {
   const dir = copyExample('write-greeting', 'docker-task');
   mkdirSync(join(dir, 'environment'), { recursive: true });

@@ -115,6 +115,8 @@ const KEEPER_SCRIPT = 'echo ready >&4; exec 4>&-; exec sleep infinity';
 const PASSWD = 'root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n';
 const GROUP = 'root:x:0:\nnogroup:x:65534:\n';
 const HOSTS = '127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n';
+/** Parts of /proc that write to the host kernel; the sysctls under /proc/sys/net stay per namespace when bound from the host. */
+const PROC_READ_ONLY = ['/proc/sys', '/proc/sysrq-trigger', '/proc/fs', '/proc/bus', '/proc/irq'];
 /** Host /etc entries that programs need and that say nothing about the host. */
 const HOST_ETC_ENTRIES = ['ld.so.cache', 'ld.so.conf', 'ld.so.conf.d', 'alternatives', 'nsswitch.conf', 'localtime', 'ssl', 'ca-certificates', 'mime.types', 'python3', 'python3.11', 'bash.bashrc', 'inputrc', 'profile'];
 
@@ -366,6 +368,10 @@ export class LocalSandboxProvider implements SandboxProvider {
     for (const name of ['passwd', 'group', 'hosts', 'hostname']) args.push('--ro-bind', join(this.etcDir, name), `/etc/${name}`);
     for (const name of HOST_ETC_ENTRIES) args.push('--ro-bind-try', `/etc/${name}`, `/etc/${name}`);
     args.push('--proc', '/proc', '--dev', '/dev');
+    // Root without capabilities may still write the sysctls of /proc/sys (mode 0644, root-owned), and
+    // several of them are host-wide (kernel.core_pattern names a program the host kernel runs as root).
+    // Read-only, as Docker's readonlyPaths: bwrap covers only /proc/irq and /proc/bus itself.
+    for (const path of PROC_READ_ONLY) args.push('--ro-bind-try', path, path);
     args.push('--size', String(diskMb * 1024 * 1024), '--tmpfs', '/tmp');
     args.push('--tmpfs', '/root');
     // Mount points for what enters only later: tests at verify time, the reference solution for the oracle.
@@ -485,7 +491,10 @@ export class LocalSandboxProvider implements SandboxProvider {
   async exec(handle: SandboxHandle, command: string, options: ExecOptions = {}): Promise<ExecResult> {
     const h = this.parseHandle(handle);
     const cwd = options.cwd ?? h.workdir;
-    const result = await this.run(h, [this.programs.bash, '-c', 'cd -- "$1" || exit 125; eval "$2"', 'bash', cwd, command], {
+    // --norc: stdin is a socket (Node's pipes are socketpairs), which bash takes for rshd/sshd and then sources
+    // /etc/bash.bashrc and ~/.bashrc before the command. ~/.bashrc is the agent's to write, so without this it
+    // would run first in every later exec, the verifier's reset and tests included.
+    const result = await this.run(h, [this.programs.bash, '--norc', '--noprofile', '-c', 'cd -- "$1" || exit 125; eval "$2"', 'bash', cwd, command], {
       env: options.env ?? {},
       ...(options.stdin !== undefined ? { stdin: options.stdin } : {}),
       maxOutputBytes: options.maxOutputBytes ?? this.defaultMaxOutputBytes,
