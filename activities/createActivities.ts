@@ -26,7 +26,7 @@ import { reapSandboxes, type OwnerStatus, type ReapReport } from './reaper/reapS
 import { OpenAIPolicy } from './policies/openaiPolicy.js';
 import type { PolicyClient } from './policies/policyClient.js';
 import { ScriptedPolicy } from './policies/scriptedPolicy.js';
-import type { TrajectoryStore } from './store/trajectoryStore.js';
+import type { RolloutRecord, TrajectoryStore } from './store/trajectoryStore.js';
 import { loadTask } from './tasks/loadTask.js';
 import { sandboxSpecForTask } from './tasks/sandboxSpecForTask.js';
 import { verifyCleanRoom, verifyInPlace } from './verifier/runVerifier.js';
@@ -271,6 +271,11 @@ export function createActivities(deps: ActivityDeps) {
       await deps.store.put(input.trajectoryRef, `attempt-${String(input.attempt).padStart(2, '0')}/verify.json`, { ...outcome, verifyMs });
       activityLog(deps.logger, input).info({ reward: outcome.reward, mode: outcome.mode, verifyMs: Math.round(verifyMs) }, 'verified');
       return { reward: outcome.reward, metrics: outcome.metrics, mode: outcome.mode, verifyMs };
+    },
+
+    /** Keeps the finished rollout (outcome, reward, experiment record) in the store, queryable by batch, task and outcome. */
+    recordRollout: async (record: RolloutRecord): Promise<void> => {
+      await deps.store.putRollout(record);
     },
 
     reapSandboxes: async (options: { dryRun: boolean }): Promise<ReapReport> => {

@@ -10,8 +10,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # python3 and nodejs are the toolchains sample tasks use inside sandboxes (the host /usr is their base);
-# chromium drives the Temporal Web UI in the browser test.
-DEBIAN_PACKAGES=(bubblewrap util-linux procps iproute2 psmisc ca-certificates python3 python3-venv nodejs chromium)
+# chromium drives the Temporal Web UI in the browser test; postgresql is the server the PostgreSQL store tests start.
+DEBIAN_PACKAGES=(bubblewrap util-linux procps iproute2 psmisc ca-certificates python3 python3-venv nodejs chromium postgresql)
 
 missing=()
 if command -v dpkg-query >/dev/null 2>&1; then

@@ -49,7 +49,7 @@ export async function createPipelineWorkers(options: PipelineWorkerOptions): Pro
     ...common,
     taskQueue: queues.main,
     workflowBundle: bundle,
-    activities: { provisionSandbox: activities.provisionSandbox, resolveTask: activities.resolveTask },
+    activities: { provisionSandbox: activities.provisionSandbox, resolveTask: activities.resolveTask, recordRollout: activities.recordRollout },
     maxConcurrentWorkflowTaskExecutions: options.maxConcurrentWorkflowTasks ?? 40,
   });
   const host = await Worker.create({

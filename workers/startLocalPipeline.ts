@@ -1,11 +1,11 @@
 /**
  * One process that is a whole pipeline worker on this machine: local
- * sandboxes, a filesystem trajectory store under the data directory, and the
+ * sandboxes, the configured trajectory store (files under the data directory
+ * by default, or PostgreSQL), and the
  * three workers (main, host, policy). Used by `rollout worker` and by the
  * embedded mode of `rollout run`.
  */
 import { hostname } from 'node:os';
-import { join } from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Runtime } from '@temporalio/worker';
 import { pipelineMetrics } from '../activities/pipelineMetrics.js';
@@ -13,7 +13,8 @@ import { temporalOwnerStatus } from '../activities/reaper/temporalOwnerStatus.js
 import { TASK_QUEUES } from '../shared/names.js';
 import { ensureJanitorSchedule } from './janitorSchedule.js';
 import { LocalSandboxProvider } from '../activities/sandbox/local/localSandboxProvider.js';
-import { FsTrajectoryStore } from '../activities/store/fsTrajectoryStore.js';
+import { openTrajectoryStore } from '../activities/store/openTrajectoryStore.js';
+import type { TrajectoryStore } from '../activities/store/trajectoryStore.js';
 import { createLogger, installRuntime } from './logger.js';
 import { createPipelineWorkers, type PipelineWorkers } from './pipelineWorkers.js';
 
@@ -26,11 +27,13 @@ export interface LocalPipelineOptions {
   hostId?: string;
   /** host:port where Prometheus metrics are served (SDK + pipeline); none when absent. */
   metricsAddress?: string;
+  /** The trajectory store setting (see openTrajectoryStore): fs by default, or a postgres:// URL. */
+  store?: string;
 }
 
 export interface LocalPipeline {
   workers: PipelineWorkers;
-  store: FsTrajectoryStore;
+  store: TrajectoryStore;
   provider: LocalSandboxProvider;
   done: Promise<void>;
   stop(): Promise<void>;
@@ -43,7 +46,7 @@ export async function startLocalPipeline(options: LocalPipelineOptions): Promise
   const clientConnection = await Connection.connect({ address: options.address });
   const client = new Client({ connection: clientConnection });
   const provider = new LocalSandboxProvider();
-  const store = new FsTrajectoryStore(join(options.dataDir, 'trajectories'));
+  const store = await openTrajectoryStore(options.store, options.dataDir);
   const host = options.hostId ?? hostname();
   const workers = await createPipelineWorkers({
     connection,
@@ -59,7 +62,7 @@ export async function startLocalPipeline(options: LocalPipelineOptions): Promise
   });
   const done = workers.run();
   const janitor = await ensureJanitorSchedule(client, { host, mainQueue: options.taskQueues?.main ?? TASK_QUEUES.main });
-  logger.info({ address: options.address, host, taskQueues: options.taskQueues ?? TASK_QUEUES, trajectories: store.root, janitorSchedule: janitor, metrics: options.metricsAddress ? `http://${options.metricsAddress}/metrics` : null }, 'pipeline workers running');
+  logger.info({ address: options.address, host, taskQueues: options.taskQueues ?? TASK_QUEUES, trajectories: store.locate(''), janitorSchedule: janitor, metrics: options.metricsAddress ? `http://${options.metricsAddress}/metrics` : null }, 'pipeline workers running');
   return {
     workers,
     store,
@@ -70,6 +73,7 @@ export async function startLocalPipeline(options: LocalPipelineOptions): Promise
       await done;
       await connection.close();
       await clientConnection.close();
+      await store.close();
     },
   };
 }

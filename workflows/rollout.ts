@@ -11,7 +11,7 @@
  * end the agent loop but are still verified and scored. Infra failures end
  * the attempt; a new one starts on a fresh sandbox until retries run out.
  */
-import { CancellationScope, isCancellation, log, metricMeter, proxyActivities, setCurrentDetails, setHandler, sleep, upsertSearchAttributes, workflowInfo, type ActivityOptions } from '@temporalio/workflow';
+import { CancellationScope, isCancellation, log, metricMeter, patched, proxyActivities, setCurrentDetails, setHandler, sleep, upsertSearchAttributes, workflowInfo, type ActivityOptions } from '@temporalio/workflow';
 import type { PipelineActivities, ProvisionOutput } from '../activities/createActivities.js';
 import type { AttemptSummary, ExperimentRecord, OutcomeClass, RolloutInput, RolloutResult, StageTimings } from '../shared/pipeline.js';
 import { METRIC } from '../shared/metricNames.js';
@@ -117,6 +117,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
     // An unavailable endpoint (5xx, 429, refused, timeout) is waited out here, never shown to the model.
     retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '15 seconds', maximumAttempts: 20, nonRetryableErrorTypes: NON_RETRYABLE },
   });
+  const recordRollout = activity('recordRollout', { taskQueue: group.taskQueues.main, startToCloseTimeout: '1 minute', retry: { maximumAttempts: 5, initialInterval: '1 second' } });
   const policyName = group.policy.kind === 'scripted' ? `scripted:${group.policy.script}` : group.policy.model;
   /** Live details the Temporal UI shows while the rollout runs. */
   const showProgress = (): void => {
@@ -270,6 +271,15 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
       else result = finish(null, false, c.failureClass, c.type, attempt + 1);
       break;
     }
+  }
+  // Rollouts started before this step existed replay without it (patched() is false for them).
+  if (patched('record-rollout-in-store')) {
+    await CancellationScope.nonCancellable(() =>
+      recordRollout(`record outcome ${result.outcomeClass}/${result.outcomeType}`, { batchId: group.batchId, taskId: group.task.id, taskVersion: group.task.version, result }).catch((err: unknown) => {
+        // The result itself is in the workflow's history either way; the store copy is for queries.
+        log.warn('could not record the rollout in the store', { rollout: index, error: String(err) });
+      }),
+    );
   }
   return result;
 

@@ -2,6 +2,7 @@
  * The `rollout` command line. Bad input and missing prerequisites print one
  * clear message and exit 2; anything else unexpected exits 1.
  */
+import { StoreSettingError } from '../../activities/store/openTrajectoryStore.js';
 import { TemporalBinaryError } from '../../workers/temporalBinary.js';
 import { serverCommand, serverUsage } from './serverCommand.js';
 import { cancelCommand, cancelUsage } from './cancelCommand.js';
@@ -52,7 +53,7 @@ function isArgParseError(err: unknown): err is Error & { code: string } {
 try {
   process.exitCode = await main(process.argv.slice(2));
 } catch (err) {
-  if (err instanceof UsageError || err instanceof TemporalBinaryError || isArgParseError(err)) {
+  if (err instanceof UsageError || err instanceof TemporalBinaryError || err instanceof StoreSettingError || isArgParseError(err)) {
     process.stderr.write(`rollout: ${err.message}\n`);
     process.exitCode = 2;
   } else {

@@ -3,29 +3,28 @@
  * in a fresh sandbox without the model, re-verifies, and prints original and
  * replayed side by side. Exit 0 when the reward reproduces, 1 when it does not.
  */
-import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
-import { FsTrajectoryStore } from '../../activities/store/fsTrajectoryStore.js';
+import { openTrajectoryStore } from '../../activities/store/openTrajectoryStore.js';
 import { ReplayError, replayRollout } from '../replayRollout.js';
 import { dataDir, temporalAddress } from './cliSettings.js';
 import { UsageError } from './usageError.js';
 
-export const replayUsage = `rollout replay <rollout-workflow-id> [--trajectories DIR] [--data-dir DIR] [--address HOST:PORT]
+export const replayUsage = `rollout replay <rollout-workflow-id> [--store fs|fs:DIR|postgres://...] [--trajectories DIR] [--data-dir DIR] [--address HOST:PORT]
   Re-executes the rollout's recorded tool calls in a fresh sandbox without the model,
   re-verifies, and says whether the reward reproduces.`;
 
 export async function replayCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({
     args: argv,
-    options: { trajectories: { type: 'string' }, 'data-dir': { type: 'string' }, address: { type: 'string' } },
+    options: { trajectories: { type: 'string' }, store: { type: 'string' }, 'data-dir': { type: 'string' }, address: { type: 'string' } },
     allowPositionals: true,
     strict: true,
   });
   const [workflowId] = positionals;
   if (!workflowId || positionals.length > 1) throw new UsageError(`name one rollout workflow id (rollout/<batch>/<task>/<index>)\n${replayUsage}`);
-  const store = new FsTrajectoryStore(values.trajectories ?? join(dataDir(values['data-dir']), 'trajectories'));
+  const store = await openTrajectoryStore(values.trajectories !== undefined ? `fs:${values.trajectories}` : (values.store ?? process.env.ROLLOUT_STORE), dataDir(values['data-dir']));
   const connection = await Connection.connect({ address: temporalAddress(values.address) });
   try {
     const replay = await replayRollout({ client: new Client({ connection }), store, provider: new LocalSandboxProvider(), workflowId });
@@ -40,5 +39,6 @@ export async function replayCommand(argv: string[]): Promise<number> {
     throw err;
   } finally {
     await connection.close();
+    await store.close();
   }
 }

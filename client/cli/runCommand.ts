@@ -161,7 +161,7 @@ export async function runCommand(argv: string[]): Promise<number> {
     results.sort((a, b) => a.taskId.localeCompare(b.taskId));
     process.stdout.write(`${summaryTable(results)}\n`);
     process.stdout.write(`rollouts: ${out}\n`);
-    if (pipeline) process.stdout.write(`trajectories: ${pipeline.store.root}/${batchId}/\n`);
+    if (pipeline) process.stdout.write(`trajectories: ${pipeline.store.locate(batchId)}\n`);
     if (server?.uiUrl) {
       const query = encodeURIComponent(`RolloutBatch="${batchId}"`);
       process.stdout.write(`Temporal Web UI: ${server.uiUrl}/namespaces/default/workflows?query=${query}\n`);

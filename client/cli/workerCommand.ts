@@ -4,12 +4,14 @@ import { startLocalPipeline } from '../../workers/startLocalPipeline.js';
 import { dataDir, taskQueuesFor, temporalAddress } from './cliSettings.js';
 import { UsageError } from './usageError.js';
 
-export const workerUsage = `rollout worker [--address HOST:PORT] [--data-dir DIR] [--policy-rate N] [--metrics HOST:PORT] [--queue-prefix P] [--host-id ID]
+export const workerUsage = `rollout worker [--address HOST:PORT] [--data-dir DIR] [--policy-rate N] [--metrics HOST:PORT] [--queue-prefix P] [--host-id ID] [--store S]
   Runs the pipeline workers of this machine (workflows, local sandboxes, policy calls).
   --policy-rate   policy calls per second across all workers (protects the inference server)
   --metrics       serve Prometheus metrics (Temporal SDK + pipeline) at http://HOST:PORT/metrics
   --queue-prefix  task queues P and P-policy instead of the defaults (rollout run --queue-prefix P submits there)
-  --host-id       names this worker's sandbox host queue (default: the hostname)`;
+  --host-id       names this worker's sandbox host queue (default: the hostname)
+  --store         where trajectories and rollout records go: fs (default, <data-dir>/trajectories),
+                  fs:DIR, or postgres://user:password@host:5432/db (env ROLLOUT_STORE)`;
 
 export async function workerCommand(argv: string[]): Promise<number> {
   const { values } = parseArgs({
@@ -21,6 +23,7 @@ export async function workerCommand(argv: string[]): Promise<number> {
       metrics: { type: 'string' },
       'queue-prefix': { type: 'string' },
       'host-id': { type: 'string' },
+      store: { type: 'string' },
     },
     strict: true,
   });
@@ -29,6 +32,7 @@ export async function workerCommand(argv: string[]): Promise<number> {
   if (values.metrics !== undefined && !/^[^\s:]+:\d{1,5}$/.test(values.metrics)) throw new UsageError(`--metrics ${JSON.stringify(values.metrics)}: give HOST:PORT, e.g. 0.0.0.0:9464`);
   if (values['host-id'] !== undefined && !/^[A-Za-z0-9._-]+$/.test(values['host-id'])) throw new UsageError(`--host-id ${JSON.stringify(values['host-id'])}: use letters, digits, '.', '_' and '-'`);
   const taskQueues = taskQueuesFor(values['queue-prefix']);
+  const store = values.store ?? process.env.ROLLOUT_STORE;
   const pipeline = await startLocalPipeline({
     address: temporalAddress(values.address),
     dataDir: dataDir(values['data-dir']),
@@ -36,6 +40,7 @@ export async function workerCommand(argv: string[]): Promise<number> {
     ...(values.metrics ? { metricsAddress: values.metrics } : {}),
     ...(taskQueues ? { taskQueues } : {}),
     ...(values['host-id'] ? { hostId: values['host-id'] } : {}),
+    ...(store !== undefined ? { store } : {}),
   });
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);

@@ -20,6 +20,8 @@ export interface WorkerProcessOptions {
   sandboxRoot: string;
   metricsPort?: number;
   address?: string;
+  /** --store setting (fs by default). */
+  store?: string;
   env?: Record<string, string>;
 }
 
@@ -40,6 +42,7 @@ export function startWorkerProcess(options: WorkerProcessOptions): WorkerProcess
   mkdirSync(options.sandboxRoot, { recursive: true });
   const args = [ROLLOUT_BIN, 'worker', '--address', options.address ?? testServerAddress(), '--queue-prefix', options.queuePrefix, '--host-id', options.hostId, '--data-dir', options.dataDir];
   if (options.metricsPort !== undefined) args.push('--metrics', `127.0.0.1:${options.metricsPort}`);
+  if (options.store !== undefined) args.push('--store', options.store);
   const child = spawn(process.execPath, args, {
     env: { ...process.env, LOG_LEVEL: 'debug', ROLLOUT_SANDBOX_ROOT: options.sandboxRoot, ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],

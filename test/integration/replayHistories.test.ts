@@ -18,13 +18,17 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const dir = join(root, 'test/fixtures/histories');
 const load = (name: string) => historyFromJSON(JSON.parse(readFileSync(join(dir, name), 'utf8')));
 
-test('there is a recorded history for every workflow type', () => {
-  assert.deepEqual(readdirSync(dir).sort(), ['janitor.json', 'rollout.json', 'rolloutGroup.json']);
+// <type>.json is recorded from the current code; <type>.<label>.json are kept from older versions,
+// so workflows started by an older deployment still replay (versioned with patched()).
+const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
+
+test('there is a recorded history for every workflow type, from the current code', () => {
+  for (const type of ['janitor', 'rollout', 'rolloutGroup']) assert.ok(files.includes(`${type}.json`), `${type}.json (npm run histories:record)`);
 });
 
-for (const name of ['rolloutGroup', 'rollout', 'janitor']) {
-  test(`the recorded ${name} history replays against the current code`, { timeout: 120_000 }, async () => {
-    await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH }, load(`${name}.json`), `recorded-${name}`);
+for (const file of files) {
+  test(`the recorded history ${file} replays against the current code`, { timeout: 120_000 }, async () => {
+    await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH }, load(file), `recorded-${file}`);
   });
 }
 

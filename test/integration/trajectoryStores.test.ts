@@ -5,14 +5,20 @@
  * for a server that cannot be reached.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { after, before, describe, test } from 'node:test';
 import pg from 'pg';
 import { FsTrajectoryStore } from '../../activities/store/fsTrajectoryStore.js';
 import { MIGRATIONS, PostgresTrajectoryStore } from '../../activities/store/postgresTrajectoryStore.js';
+import { loadTrajectory } from '../../client/loadTrajectory.js';
+import { submitBatch } from '../../client/submitBatch.js';
+import { janitorScheduleId } from '../../workers/janitorSchedule.js';
 import { trajectoryStoreSuite } from '../conformance/trajectoryStoreConformance.js';
+import { connectClient, uniqueTaskQueue } from '../helpers/temporal.js';
+import { dataDirs, startWorkerProcess } from '../helpers/workerProcess.js';
 import { startPostgres, type RunningPostgres } from '../helpers/postgresServer.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'stores-'));
@@ -53,6 +59,40 @@ describe('PostgreSQL store', { timeout: 120_000 }, () => {
       }
     } finally {
       await admin.end();
+    }
+  });
+
+  test('a rollout worker started with --store postgres://… keeps trajectories and rollout records there, nothing on disk', async () => {
+    const prefix = uniqueTaskQueue('pg-store');
+    const dirs = dataDirs(scratch, 'pg-worker');
+    const worker = startWorkerProcess({ queuePrefix: prefix, hostId: `${prefix}-host`, store: postgres.url, ...dirs });
+    const { client, close } = await connectClient();
+    const store = await PostgresTrajectoryStore.connect(postgres.url);
+    try {
+      await worker.ready;
+      const batchId = `pg-e2e-${Date.now()}`;
+      const batch = await submitBatch(client, {
+        batchId,
+        taskQueues: { main: prefix, policy: `${prefix}-policy` },
+        tasks: [join(dirname(fileURLToPath(import.meta.url)), '../../examples/tasks/fix-median')],
+        groupSize: 2,
+        policy: { kind: 'scripted', script: 'mixed' },
+      });
+      for await (const g of batch.results()) assert.equal(g.status, 'complete', g.statusReason);
+      const records = await store.queryRollouts({ batchId });
+      assert.deepEqual(records.map((r) => [r.taskId, r.result.index, r.result.reward, r.result.outcomeClass]), [['fix-median', 0, 1, 'ok'], ['fix-median', 1, 0, 'ok']]);
+      assert.match(records[0]?.taskVersion ?? '', /^[0-9a-f]{64}$/);
+      assert.equal(records[0]?.result.experiment?.taskVersion, records[0]?.taskVersion, 'the experiment record is kept');
+      const attempts = await loadTrajectory(store, `${batchId}/fix-median/0`);
+      assert.equal(attempts.length, 1);
+      assert.equal(attempts[0]?.turns.length, 3, 'three turns of conversation and tool output, read back from PostgreSQL');
+      assert.equal(existsSync(join(dirs.dataDir, 'trajectories')), false, 'nothing went to the filesystem store');
+    } finally {
+      worker.kill('SIGTERM');
+      await worker.exited;
+      await client.schedule.getHandle(janitorScheduleId(`${prefix}-host`)).delete().catch(() => undefined);
+      await close();
+      await store.close();
     }
   });
 
