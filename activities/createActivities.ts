@@ -167,10 +167,12 @@ export function createActivities(deps: ActivityDeps) {
 
     provisionSandbox: async (input: ProvisionInput): Promise<ProvisionOutput> => {
       const task = loadSubmittedTask(input.group.task);
-      const spec = sandboxSpecForTask(task, { workflowId: input.workflowId, runId: input.runId, attempt: input.attempt }, {
-        batch: input.group.batchId,
-        rollout: String(input.index),
-      });
+      const spec = sandboxSpecForTask(
+        task,
+        { workflowId: input.workflowId, runId: input.runId, attempt: input.attempt },
+        { batch: input.group.batchId, rollout: String(input.index) },
+        deps.provider.name === 'kubernetes',
+      );
       const started = performance.now();
       const { handle, enforcedLimits } = await deps.provider.provision(spec);
       const provisionMs = performance.now() - started;
@@ -264,7 +266,7 @@ export function createActivities(deps: ActivityDeps) {
       const started = performance.now();
       const outcome = await withHeartbeats(() =>
         input.group.verifyMode === 'clean-room'
-          ? verifyCleanRoom(deps.provider, input.handle, task, sandboxSpecForTask(task, { workflowId: `${input.trajectoryRef}/clean-room`, runId: '', attempt: input.attempt }))
+          ? verifyCleanRoom(deps.provider, input.handle, task, sandboxSpecForTask(task, { workflowId: `${input.trajectoryRef}/clean-room`, runId: '', attempt: input.attempt }, {}, deps.provider.name === 'kubernetes'))
           : verifyInPlace(deps.provider, input.handle, task),
       );
       const verifyMs = performance.now() - started;

@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { LocalSandboxProvider } from '../activities/sandbox/local/localSandboxProvider.js';
 import { processesInNamespace, namespaceOf } from '../activities/sandbox/local/procfs.js';
-import type { SandboxHandle } from '../shared/sandbox.js';
+import { localHandle, type SandboxHandle } from '../shared/sandbox.js';
 import { summarize, type Summary } from '../shared/stats.js';
 import { formatTable, machineFacts } from './stats.js';
 
@@ -101,7 +101,7 @@ try {
   let pss = 0;
   let processes = 0;
   for (const h of alive) {
-    const ns = namespaceOf(h.pid, 'pid');
+    const ns = namespaceOf(localHandle(h).pid, 'pid');
     const pids = ns ? processesInNamespace('pid', ns) : [];
     processes += pids.length;
     for (const pid of pids) pss += pssKb(pid);

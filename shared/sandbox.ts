@@ -32,6 +32,8 @@ export const SandboxSpecSchema = z
   .object({
     /** Host directory with the task's starting files: the read-only lower layer at `workdir`. */
     environmentDir: z.string().min(1),
+    /** Container image for providers that run containers (Harbor's [environment].docker_image); the local provider ignores it. */
+    image: z.string().min(1).optional(),
     /** Where the starting files appear inside the sandbox (Harbor: /app). */
     workdir: z.string().startsWith('/').default('/app'),
     limits: SandboxLimitsSchema.default({}),
@@ -48,7 +50,7 @@ export type SandboxSpec = z.input<typeof SandboxSpecSchema>;
 export type ResolvedSandboxSpec = z.output<typeof SandboxSpecSchema>;
 
 /** How each limit is actually enforced on this host, as `provision` reports it. */
-export type LimitEnforcement = 'cgroup-v2' | 'cgroup-v1' | 'rlimit' | 'tmpfs-size' | 'not-requested' | 'not-enforced';
+export type LimitEnforcement = 'cgroup-v2' | 'cgroup-v1' | 'rlimit' | 'tmpfs-size' | 'pod-limits' | 'not-requested' | 'not-enforced';
 export interface EnforcedLimits {
   memory: LimitEnforcement;
   pids: LimitEnforcement;
@@ -74,7 +76,21 @@ export const LocalSandboxHandleSchema = z
   .strict();
 export type LocalSandboxHandle = z.infer<typeof LocalSandboxHandleSchema>;
 
-export const SandboxHandleSchema = LocalSandboxHandleSchema;
+export const KubernetesSandboxHandleSchema = z
+  .object({
+    provider: z.literal('kubernetes'),
+    /** The pod name. */
+    id: z.string().regex(/^[a-z0-9-]+$/),
+    namespace: z.string().min(1),
+    container: z.string().min(1),
+    /** The pod's UID: a pod recreated under the same name is not this sandbox. */
+    uid: z.string().min(1),
+    workdir: z.string(),
+  })
+  .strict();
+export type KubernetesSandboxHandle = z.infer<typeof KubernetesSandboxHandleSchema>;
+
+export const SandboxHandleSchema = z.discriminatedUnion('provider', [LocalSandboxHandleSchema, KubernetesSandboxHandleSchema]);
 export type SandboxHandle = z.infer<typeof SandboxHandleSchema>;
 
 export interface ExecOptions {
@@ -131,7 +147,7 @@ export interface TeardownReport {
 /** What the provider's on-host registry knows of one sandbox; the reaper works from this. */
 export interface SandboxRecord {
   id: string;
-  provider: 'local';
+  provider: SandboxHandle['provider'];
   owner: SandboxOwner;
   labels: Record<string, string>;
   createdAt: string;
@@ -151,4 +167,10 @@ export interface SandboxProvider {
   teardown(handleOrId: SandboxHandle | string): Promise<TeardownReport>;
   list(labels?: Record<string, string>): Promise<SandboxRecord[]>;
   renewLease(handle: SandboxHandle, leaseMs: number): Promise<void>;
+}
+
+/** The handle as a local one; throws for a handle of another provider (host-side tools that read pids and paths). */
+export function localHandle(handle: SandboxHandle): LocalSandboxHandle {
+  if (handle.provider !== 'local') throw new Error(`sandbox ${handle.id} is a ${handle.provider} sandbox, not a local one`);
+  return handle;
 }

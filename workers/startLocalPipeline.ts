@@ -5,16 +5,16 @@
  * three workers (main, host, policy). Used by `rollout worker` and by the
  * embedded mode of `rollout run`.
  */
-import { hostname } from 'node:os';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Runtime } from '@temporalio/worker';
 import { pipelineMetrics } from '../activities/pipelineMetrics.js';
 import { temporalOwnerStatus } from '../activities/reaper/temporalOwnerStatus.js';
 import { TASK_QUEUES } from '../shared/names.js';
 import { ensureJanitorSchedule } from './janitorSchedule.js';
-import { LocalSandboxProvider } from '../activities/sandbox/local/localSandboxProvider.js';
+import { openSandboxProvider } from '../activities/sandbox/openSandboxProvider.js';
 import { openTrajectoryStore } from '../activities/store/openTrajectoryStore.js';
 import type { TrajectoryStore } from '../activities/store/trajectoryStore.js';
+import type { SandboxProvider } from '../shared/sandbox.js';
 import { createLogger, installRuntime } from './logger.js';
 import { createPipelineWorkers, type PipelineWorkers } from './pipelineWorkers.js';
 
@@ -34,7 +34,7 @@ export interface LocalPipelineOptions {
 export interface LocalPipeline {
   workers: PipelineWorkers;
   store: TrajectoryStore;
-  provider: LocalSandboxProvider;
+  provider: SandboxProvider;
   done: Promise<void>;
   stop(): Promise<void>;
 }
@@ -45,9 +45,10 @@ export async function startLocalPipeline(options: LocalPipelineOptions): Promise
   const connection = await NativeConnection.connect({ address: options.address });
   const clientConnection = await Connection.connect({ address: options.address });
   const client = new Client({ connection: clientConnection });
-  const provider = new LocalSandboxProvider();
+  const sandboxes = openSandboxProvider();
+  const provider = sandboxes.provider;
   const store = await openTrajectoryStore(options.store, options.dataDir);
-  const host = options.hostId ?? hostname();
+  const host = options.hostId ?? sandboxes.host;
   const workers = await createPipelineWorkers({
     connection,
     provider,

@@ -12,8 +12,17 @@ export const DEFAULT_TASK_MEMORY_MB = 2048;
  */
 export const SANDBOX_PIDS_LIMIT = 1024;
 
-export function sandboxSpecForTask(task: LoadedTask, owner: SandboxOwner, labels: Record<string, string> = {}): SandboxSpec {
-  if (task.needsContainer) {
+/**
+ * `runsContainers`: the provider starts the task's image (Kubernetes), so an
+ * image is required and the environment/ files are expected in it; otherwise
+ * (local) the environment/ files are the starting files and a Dockerfile
+ * cannot be built.
+ */
+export function sandboxSpecForTask(task: LoadedTask, owner: SandboxOwner, labels: Record<string, string> = {}, runsContainers = false): SandboxSpec {
+  if (runsContainers && !task.dockerImage) {
+    throw new ClassifiedError('task', 'invalid_spec', `${task.dir}/task.toml: the Kubernetes sandbox provider runs the task's image: set [environment].docker_image (an image holding the starting files at ${task.workdir})`);
+  }
+  if (!runsContainers && task.needsContainer) {
     throw new ClassifiedError(
       'task',
       'invalid_spec',
@@ -26,6 +35,7 @@ export function sandboxSpecForTask(task: LoadedTask, owner: SandboxOwner, labels
   if (task.limits.cpus !== undefined) limits.cpus = task.limits.cpus;
   if (task.limits.diskMb !== undefined) limits.diskMb = task.limits.diskMb;
   return {
+    ...(task.dockerImage ? { image: task.dockerImage } : {}),
     environmentDir: task.environmentDir,
     workdir: task.workdir,
     limits,

@@ -2,6 +2,7 @@
  * The `rollout` command line. Bad input and missing prerequisites print one
  * clear message and exit 2; anything else unexpected exits 1.
  */
+import { ProviderSettingError } from '../../activities/sandbox/openSandboxProvider.js';
 import { StoreSettingError } from '../../activities/store/openTrajectoryStore.js';
 import { TemporalBinaryError } from '../../workers/temporalBinary.js';
 import { serverCommand, serverUsage } from './serverCommand.js';
@@ -53,7 +54,7 @@ function isArgParseError(err: unknown): err is Error & { code: string } {
 try {
   process.exitCode = await main(process.argv.slice(2));
 } catch (err) {
-  if (err instanceof UsageError || err instanceof TemporalBinaryError || err instanceof StoreSettingError || isArgParseError(err)) {
+  if (err instanceof UsageError || err instanceof TemporalBinaryError || err instanceof StoreSettingError || err instanceof ProviderSettingError || isArgParseError(err)) {
     process.stderr.write(`rollout: ${err.message}\n`);
     process.exitCode = 2;
   } else {

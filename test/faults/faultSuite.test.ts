@@ -19,6 +19,7 @@ import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandbo
 import { FsTrajectoryStore } from '../../activities/store/fsTrajectoryStore.js';
 import { submitBatch } from '../../client/submitBatch.js';
 import { groupWorkflowId, rolloutWorkflowId } from '../../shared/names.js';
+import { localHandle } from '../../shared/sandbox.js';
 import type { GroupResult, PolicyConfig, RolloutResult } from '../../shared/pipeline.js';
 import { janitorScheduleId } from '../../workers/janitorSchedule.js';
 import { freePort, startDevServer } from '../../workers/temporalDevServer.js';
@@ -116,7 +117,7 @@ describe('fault suite', { timeout: 1_800_000 }, () => {
       await allInToolCall(client, batchId, 'write-greeting', 2);
       first.kill('SIGKILL');
       await first.exited;
-      for (const record of await new LocalSandboxProvider({ stateRoot: host.sandboxRoot }).list()) if (record.handle) process.kill(record.handle.pid, 'SIGKILL');
+      for (const record of await new LocalSandboxProvider({ stateRoot: host.sandboxRoot }).list()) if (record.handle) process.kill(localHandle(record.handle).pid, 'SIGKILL');
       await host.startWorker();
       const groups = await run.results();
       for (const r of rolloutsOf(groups)) {
@@ -199,7 +200,7 @@ describe('fault suite', { timeout: 1_800_000 }, () => {
       const run = await runGroups(client, host, { batchId, tasks: [greetingTask], groupSize: 2, policy: openai(llm) });
       await allInToolCall(client, batchId, 'write-greeting', 2);
       const killed = (await new LocalSandboxProvider({ stateRoot: host.sandboxRoot }).list()).filter((r) => r.handle);
-      for (const record of killed) if (record.handle) process.kill(record.handle.pid, 'SIGKILL');
+      for (const record of killed) if (record.handle) process.kill(localHandle(record.handle).pid, 'SIGKILL');
       const groups = await run.results();
       for (const r of rolloutsOf(groups)) {
         assert.deepEqual([r.reward, r.outcomeClass, r.attempts], [1, 'ok', 2]);

@@ -4,7 +4,7 @@
  * Everything else goes to the real provider.
  */
 import { ClassifiedError } from '../../shared/failures.js';
-import type { ExecOptions, ExecResult, ProvisionResult, ReadFileOptions, SandboxHandle, SandboxProvider, SandboxRecord, SandboxSpec, TeardownReport } from '../../shared/sandbox.js';
+import { localHandle, type ExecOptions, type ExecResult, type ProvisionResult, type ReadFileOptions, type SandboxHandle, type SandboxProvider, type SandboxRecord, type SandboxSpec, type TeardownReport } from '../../shared/sandbox.js';
 
 export interface Faults {
   /** Return true to fail this provision (called with the spec and how many provisions came before). */
@@ -37,7 +37,7 @@ export class FaultyProvider implements SandboxProvider {
   async exec(handle: SandboxHandle, command: string, options?: ExecOptions): Promise<ExecResult> {
     if (this.faults.killBeforeExec?.(handle, command, this.execs++)) {
       this.injected++;
-      process.kill(handle.pid, 'SIGKILL');
+      process.kill(localHandle(handle).pid, 'SIGKILL');
       await new Promise((r) => setTimeout(r, 50));
     }
     return this.inner.exec(handle, command, options);

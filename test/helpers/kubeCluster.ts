@@ -8,7 +8,7 @@
  * does not mount service account tokens anyway).
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { createWriteStream, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api, KubeConfig, VersionApi } from '@kubernetes/client-node';
@@ -24,6 +24,9 @@ export interface KubeCluster {
   server: string;
   /** The host directory kwok runs exec'd commands in. */
   execDir: string;
+  /** PEM of the CA that signed the API server's certificate. */
+  caCert: Buffer;
+  adminToken: string;
   /** Stops kwok, the apiserver and etcd, and removes their files. */
   stop(): Promise<void>;
 }
@@ -139,7 +142,7 @@ export async function startKubeCluster(): Promise<KubeCluster> {
       const node = await core.readNode({ name: FAKE_NODE });
       return Boolean(node.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') && node.status.daemonEndpoints?.kubeletEndpoint?.Port);
     }, processes, logs);
-    return { kubeConfig, kubeconfigPath, server, execDir, stop };
+    return { kubeConfig, kubeconfigPath, server, execDir, caCert: readFileSync(join(pki, 'ca.crt')), adminToken: ADMIN_TOKEN, stop };
   } catch (err) {
     await stop();
     throw err;

@@ -5,7 +5,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Leftovers } from '../conformance/sandboxConformance.js';
-import type { SandboxHandle } from '../../shared/sandbox.js';
+import { localHandle, type SandboxHandle } from '../../shared/sandbox.js';
 import { namespaceOf, processesInNamespace } from '../../activities/sandbox/local/procfs.js';
 
 function allPids(): number[] {
@@ -47,12 +47,14 @@ export function processesMentioning(needle: string): number[] {
 export class LocalSandboxInspector {
   private readonly pidNamespaces = new Map<string, string>();
 
-  track(handle: SandboxHandle): void {
+  track(sandbox: SandboxHandle): void {
+    const handle = localHandle(sandbox);
     const ns = namespaceOf(handle.pid, 'pid');
     if (ns) this.pidNamespaces.set(handle.id, ns);
   }
 
-  async leftovers(handle: SandboxHandle): Promise<Leftovers> {
+  async leftovers(sandbox: SandboxHandle): Promise<Leftovers> {
+    const handle = localHandle(sandbox);
     const ns = this.pidNamespaces.get(handle.id);
     const processes = new Set([...processesMentioning(handle.stateDir), ...(ns ? processesInNamespace('pid', ns) : [])]);
     return {

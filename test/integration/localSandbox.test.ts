@@ -13,7 +13,7 @@ import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
-import type { SandboxSpec } from '../../shared/sandbox.js';
+import { localHandle, type SandboxSpec } from '../../shared/sandbox.js';
 import { sandboxConformanceSuite, type ConformanceTarget } from '../conformance/sandboxConformance.js';
 import { LocalSandboxInspector } from '../helpers/localSandboxInspector.js';
 
@@ -173,7 +173,7 @@ describe('local sandbox provider', { timeout: 300_000 }, () => {
   test('a sandbox killed from outside is infra/sandbox_lost, and teardown still cleans up', async () => {
     const { handle } = await provider.provision(spec());
     inspector.track(handle);
-    process.kill(handle.pid, 'SIGKILL');
+    process.kill(localHandle(handle).pid, 'SIGKILL');
     await assert.rejects(provider.exec(handle, 'true'), (err: Error) => err.name === 'infra/sandbox_lost');
     await provider.teardown(handle);
     assert.deepEqual(await inspector.leftovers(handle), { processes: [], mounts: [], directories: [], other: [] });
@@ -213,7 +213,7 @@ describe('local sandbox provider', { timeout: 300_000 }, () => {
     const report = await other.teardown(handle.id);
     assert.equal(report.existed, true);
     assert.ok(report.processesKilled >= 2, `killed ${report.processesKilled}`);
-    assert.deepEqual(report.directoriesRemoved, [handle.stateDir]);
+    assert.deepEqual(report.directoriesRemoved, [localHandle(handle).stateDir]);
     assert.deepEqual(await inspector.leftovers(handle), { processes: [], mounts: [], directories: [], other: [] });
   });
 });
