@@ -45,6 +45,11 @@ fi
 temporal_path="$(bash scripts/ensure-temporal.sh)"
 echo "setup: temporal CLI $("$temporal_path" --version | sed 's/^temporal version //') at $temporal_path" >&2
 
+# Real Kubernetes control-plane binaries (kube-apiserver, etcd, kwok) for the Kubernetes provider and
+# deploy/ tests, built once from Go modules into the cache (a cold build takes 20-30 minutes on 2 cores).
+kube_dir="$(bash scripts/ensure-kube.sh)"
+echo "setup: Kubernetes binaries at $kube_dir" >&2
+
 # The Python trainer example (examples/python-trainer) runs on the official temporalio SDK from PyPI.
 py_venv="${ROLLOUT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rollout-pipeline}/python-trainer-venv"
 py_req="examples/python-trainer/requirements.txt"
@@ -59,3 +64,4 @@ fi
 printf 'export PATH=%q\n' "$node_bin:$PATH"
 printf 'export TEMPORAL_CLI_PATH=%q\n' "$temporal_path"
 printf 'export ROLLOUT_TRAINER_PYTHON=%q\n' "$py_venv/bin/python"
+printf 'export KUBE_BIN_DIR=%q\n' "$kube_dir"
