@@ -167,6 +167,13 @@ export interface SandboxProvider {
   teardown(handleOrId: SandboxHandle | string): Promise<TeardownReport>;
   list(labels?: Record<string, string>): Promise<SandboxRecord[]>;
   renewLease(handle: SandboxHandle, leaseMs: number): Promise<void>;
+  /**
+   * Kills every process of the sandbox but its own init, from outside, so it
+   * works even when the sandbox cannot start one more process (a fork bomb
+   * left running). Returns how many were killed. Optional: the verifier falls
+   * back to killing from inside.
+   */
+  stopProcesses?(handle: SandboxHandle): Promise<number>;
 }
 
 /** The handle as a local one; throws for a handle of another provider (host-side tools that read pids and paths). */

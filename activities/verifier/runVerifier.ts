@@ -96,8 +96,19 @@ async function runTests(provider: SandboxProvider, handle: SandboxHandle, task: 
   return { ...reward, exitCode: run.exitCode, durationMs: run.durationMs, outputTail, mode };
 }
 
-export async function verifyInPlace(provider: SandboxProvider, handle: SandboxHandle, task: LoadedTask): Promise<VerifyOutcome> {
+/**
+ * Stops what the agent left running: from outside first where the provider
+ * can (a fork bomb at the pids limit leaves no room to start a killer inside,
+ * and ending as an infra failure would let a policy dodge a low reward), then
+ * from inside.
+ */
+async function stopAgent(provider: SandboxProvider, handle: SandboxHandle): Promise<void> {
+  if (provider.stopProcesses) await provider.stopProcesses(handle);
   await provider.exec(handle, STOP_AGENT_PROCESSES, { timeoutMs: 30_000 });
+}
+
+export async function verifyInPlace(provider: SandboxProvider, handle: SandboxHandle, task: LoadedTask): Promise<VerifyOutcome> {
+  await stopAgent(provider, handle);
   return runTests(provider, handle, task, 'in-place');
 }
 
@@ -120,7 +131,7 @@ const unpackWorkspace = (workdir: string, archive: string, modes: string): strin
   `cd -- ${shellQuote(workdir)} && mapfile -d '' -t locked < ${modes} && for ((i = \${#locked[@]} - 1; i >= 0; i--)); do chmod -- "\${locked[i]%% *}" "\${locked[i]#* }" || exit; done && rm -f ${modes}`;
 
 export async function verifyCleanRoom(provider: SandboxProvider, handle: SandboxHandle, task: LoadedTask, spec: SandboxSpec): Promise<VerifyOutcome> {
-  await provider.exec(handle, STOP_AGENT_PROCESSES, { timeoutMs: 30_000 });
+  await stopAgent(provider, handle);
   const archive = `/tmp/.rollout-workspace-${randomBytes(6).toString('hex')}.tar`;
   const modes = `${archive}.modes`;
   const pack = await provider.exec(handle, packWorkspace(task.workdir, archive, modes), { timeoutMs: 120_000 });

@@ -42,7 +42,7 @@ import {
 import { BoundedOutput } from '../boundedOutput.js';
 import { cgroupPids, createSandboxCgroup, killCgroupProcesses, removeCgroups, type CgroupPlacement } from './cgroups.js';
 import { checkHostCapabilities, DEFAULT_HOST_PROGRAMS, type HostPrograms } from './hostCapabilities.js';
-import { isSameProcess, namespaceOf, processesInNamespace, processStartTime } from './procfs.js';
+import { innermostPid, isSameProcess, namespaceOf, processesInNamespace, processStartTime } from './procfs.js';
 import { SandboxRegistry, type StoredRecord } from './sandboxRegistry.js';
 
 export interface LocalSandboxProviderOptions {
@@ -486,6 +486,28 @@ export class LocalSandboxProvider implements SandboxProvider {
     options.signal?.throwIfAborted();
     if (timedOut) signalGroup('SIGKILL'); // stragglers of the timed-out group that outlived its leader
     return { exitCode, stdout, stderr, durationMs: performance.now() - started, timedOut };
+  }
+
+  /** SIGKILLs, from the host, every process of the sandbox whose pid inside is above 2 (its init and keeper stay). */
+  async stopProcesses(handle: SandboxHandle): Promise<number> {
+    const h = this.parseHandle(handle);
+    const ns = namespaceOf(h.pid, 'pid');
+    if (!ns) throw sandboxError('sandbox_lost', `sandbox ${h.id} is gone: no pid namespace for its init ${h.pid}`);
+    const killed = new Set<number>();
+    for (let round = 0; round < 200; round++) {
+      const victims = processesInNamespace('pid', ns).filter((p) => p !== h.pid && (innermostPid(p) ?? 0) > 2);
+      if (victims.length === 0) return killed.size;
+      for (const p of victims) {
+        try {
+          process.kill(p, 'SIGKILL');
+          killed.add(p);
+        } catch {
+          // already gone
+        }
+      }
+      await new Promise((r) => setTimeout(r, 20));
+    }
+    throw sandboxError('exec_transport', `sandbox ${h.id}: processes kept appearing after 200 rounds of SIGKILL`);
   }
 
   async exec(handle: SandboxHandle, command: string, options: ExecOptions = {}): Promise<ExecResult> {

@@ -45,3 +45,14 @@ export function processesInNamespace(kind: 'pid' | 'mnt' | 'net', namespace: str
   }
   return pids;
 }
+
+/** The pid a process has inside its own (innermost) pid namespace, from /proc/<pid>/status NSpid. */
+export function innermostPid(pid: number): number | undefined {
+  try {
+    const line = readFileSync(`/proc/${pid}/status`, 'utf8').split('\n').find((l) => l.startsWith('NSpid:'));
+    const last = line?.trim().split(/\s+/).at(-1);
+    return last === undefined ? undefined : Number(last);
+  } catch {
+    return undefined;
+  }
+}
