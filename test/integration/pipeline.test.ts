@@ -116,8 +116,9 @@ describe('end-to-end batch', { timeout: 600_000 }, () => {
         const data = e.userMetadata?.summary?.data;
         return data ? (JSON.parse(Buffer.from(data).toString('utf8')) as string) : '(none)';
       });
-    assert.match(summaries.at(-1) ?? '', /^teardown sandbox sbx-[a-z0-9-]+$/);
-    assert.deepEqual(summaries.slice(0, -1), [
+    assert.equal(summaries.at(-1), 'record outcome ok/submitted', 'the finished rollout is recorded in the store');
+    assert.match(summaries.at(-2) ?? '', /^teardown sandbox sbx-[a-z0-9-]+$/);
+    assert.deepEqual(summaries.slice(0, -2), [
       'provision local sandbox (attempt 1)',
       'turn 0: policy scripted:mixed',
       'turn 0: write_file: /solution/solve.sh',
