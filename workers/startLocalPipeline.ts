@@ -54,7 +54,9 @@ export async function startLocalPipeline(options: LocalPipelineOptions): Promise
     provider,
     store,
     host,
-    workerIdentity: `${process.pid}@${host}`,
+    // The machine (in Kubernetes: the pod) by name, and the sandbox host id when it differs: every pod
+    // of a Deployment is pid 1 and shares the host id, so `${pid}@${host}` alone names none of them.
+    workerIdentity: host === hostname() ? `${process.pid}@${host}` : `${process.pid}@${hostname()}/${host}`,
     logger,
     ownerStatus: temporalOwnerStatus(client),
     metrics: pipelineMetrics(Runtime.instance().metricMeter),
