@@ -5,6 +5,7 @@
  * three workers (main, host, policy). Used by `rollout worker` and by the
  * embedded mode of `rollout run`.
  */
+import { hostname } from 'node:os';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Runtime } from '@temporalio/worker';
 import { pipelineMetrics } from '../activities/pipelineMetrics.js';
