@@ -6,12 +6,12 @@
  * embedded mode of `rollout run`.
  */
 import { hostname } from 'node:os';
-import { Client, Connection } from '@temporalio/client';
-import { NativeConnection, Runtime } from '@temporalio/worker';
+import { Runtime } from '@temporalio/worker';
 import { pipelineMetrics } from '../activities/pipelineMetrics.js';
 import { temporalOwnerStatus } from '../activities/reaper/temporalOwnerStatus.js';
 import { TASK_QUEUES } from '../shared/names.js';
 import { ensureJanitorSchedule } from './janitorSchedule.js';
+import { openTemporalClient, openWorkerConnection, type TemporalSettings } from './temporalConnection.js';
 import { openSandboxProvider } from '../activities/sandbox/openSandboxProvider.js';
 import { openTrajectoryStore } from '../activities/store/openTrajectoryStore.js';
 import type { TrajectoryStore } from '../activities/store/trajectoryStore.js';
@@ -20,7 +20,8 @@ import { createLogger, installRuntime } from './logger.js';
 import { createPipelineWorkers, type PipelineWorkers } from './pipelineWorkers.js';
 
 export interface LocalPipelineOptions {
-  address: string;
+  /** The Temporal server: address, namespace, TLS / API key (workers/temporalConnection.ts). */
+  temporal: TemporalSettings;
   dataDir: string;
   policyRatePerSecond?: number;
   taskQueues?: { main: string; policy: string };
@@ -43,9 +44,8 @@ export interface LocalPipeline {
 export async function startLocalPipeline(options: LocalPipelineOptions): Promise<LocalPipeline> {
   const logger = createLogger('rollout-worker');
   installRuntime(logger, options.metricsAddress ? { metricsAddress: options.metricsAddress } : {});
-  const connection = await NativeConnection.connect({ address: options.address });
-  const clientConnection = await Connection.connect({ address: options.address });
-  const client = new Client({ connection: clientConnection });
+  const connection = await openWorkerConnection(options.temporal);
+  const { client, close: closeClient } = await openTemporalClient(options.temporal);
   const sandboxes = openSandboxProvider();
   const provider = sandboxes.provider;
   const store = await openTrajectoryStore(options.store, options.dataDir);
@@ -60,13 +60,14 @@ export async function startLocalPipeline(options: LocalPipelineOptions): Promise
     workerIdentity: host === hostname() ? `${process.pid}@${host}` : `${process.pid}@${hostname()}/${host}`,
     logger,
     ownerStatus: temporalOwnerStatus(client),
+    namespace: options.temporal.namespace,
     metrics: pipelineMetrics(Runtime.instance().metricMeter),
     ...(options.taskQueues ? { taskQueues: options.taskQueues } : {}),
     ...(options.policyRatePerSecond ? { policyRatePerSecond: options.policyRatePerSecond } : {}),
   });
   const done = workers.run();
   const janitor = await ensureJanitorSchedule(client, { host, mainQueue: options.taskQueues?.main ?? TASK_QUEUES.main });
-  logger.info({ address: options.address, host, taskQueues: options.taskQueues ?? TASK_QUEUES, trajectories: store.locate(''), janitorSchedule: janitor, metrics: options.metricsAddress ? `http://${options.metricsAddress}/metrics` : null }, 'pipeline workers running');
+  logger.info({ address: options.temporal.address, namespace: options.temporal.namespace, host, taskQueues: options.taskQueues ?? TASK_QUEUES, trajectories: store.locate(''), janitorSchedule: janitor, metrics: options.metricsAddress ? `http://${options.metricsAddress}/metrics` : null }, 'pipeline workers running');
   return {
     workers,
     store,
@@ -76,7 +77,7 @@ export async function startLocalPipeline(options: LocalPipelineOptions): Promise
       workers.shutdown();
       await done;
       await connection.close();
-      await clientConnection.close();
+      await closeClient();
       await store.close();
     },
   };

@@ -4,9 +4,9 @@
  * sandbox down and ends as cancelled/operator with no reward.
  */
 import { parseArgs } from 'node:util';
-import { Client, Connection, WorkflowNotFoundError } from '@temporalio/client';
+import { WorkflowNotFoundError } from '@temporalio/client';
 import { cancelRolloutUpdate } from '../../workflows/definitions.js';
-import { temporalAddress } from './cliSettings.js';
+import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
 import { UsageError } from './usageError.js';
 
 export const cancelUsage = `rollout cancel <rollout-workflow-id> --reason TEXT [--address HOST:PORT]
@@ -18,9 +18,9 @@ export async function cancelCommand(argv: string[]): Promise<number> {
   const [workflowId] = positionals;
   if (!workflowId || positionals.length > 1) throw new UsageError(`name one rollout workflow id (rollout/<batch>/<task>/<index>)\n${cancelUsage}`);
   if (!values.reason?.trim()) throw new UsageError(`--reason is required: it is kept in the rollout's attempt history\n${cancelUsage}`);
-  const connection = await Connection.connect({ address: temporalAddress(values.address) });
+  const { client: temporal, connection } = await openTemporalClient(temporalSettings(values.address));
   try {
-    const handle = new Client({ connection }).workflow.getHandle(workflowId);
+    const handle = temporal.workflow.getHandle(workflowId);
     let response;
     try {
       response = await handle.executeUpdate(cancelRolloutUpdate, { args: [{ reason: values.reason }] });

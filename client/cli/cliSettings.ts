@@ -4,10 +4,6 @@ import { join, resolve } from 'node:path';
 import { ScriptedPolicySchema, type PolicyConfig } from '../../shared/pipeline.js';
 import { UsageError } from './usageError.js';
 
-export function temporalAddress(flag: string | undefined): string {
-  return flag ?? process.env.TEMPORAL_ADDRESS ?? '127.0.0.1:7233';
-}
-
 /** The task queues a `--queue-prefix P` names: P for workflows, P-policy for policy calls; the defaults without one. */
 export function taskQueuesFor(prefix: string | undefined): { main: string; policy: string } | undefined {
   if (prefix === undefined) return undefined;

@@ -4,20 +4,19 @@
  * schedule does every minute), and prints what it removed.
  */
 import { parseArgs } from 'node:util';
-import { Client, Connection } from '@temporalio/client';
+import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
 import { reapSandboxes } from '../../activities/reaper/reapSandboxes.js';
 import { temporalOwnerStatus } from '../../activities/reaper/temporalOwnerStatus.js';
 import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
-import { temporalAddress } from './cliSettings.js';
 
 export const gcUsage = `rollout gc [--dry-run] [--address HOST:PORT]
   Removes local sandboxes whose workflow is closed or gone, or whose lease expired.`;
 
 export async function gcCommand(argv: string[]): Promise<number> {
   const { values } = parseArgs({ args: argv, options: { 'dry-run': { type: 'boolean', default: false }, address: { type: 'string' } }, strict: true });
-  const connection = await Connection.connect({ address: temporalAddress(values.address) });
+  const { client: temporal, connection } = await openTemporalClient(temporalSettings(values.address));
   try {
-    const report = await reapSandboxes(new LocalSandboxProvider(), temporalOwnerStatus(new Client({ connection })), { dryRun: values['dry-run'] });
+    const report = await reapSandboxes(new LocalSandboxProvider(), temporalOwnerStatus(temporal), { dryRun: values['dry-run'] });
     const verb = report.dryRun ? 'would remove' : 'removed';
     for (const r of report.reaped) process.stdout.write(`${verb} ${r.id} (${r.reason}; owner ${r.owner.workflowId} attempt ${r.owner.attempt})\n`);
     for (const e of report.errors) process.stdout.write(`error ${e.id}: ${e.error}\n`);

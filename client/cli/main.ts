@@ -5,6 +5,7 @@
 import { ProviderSettingError } from '../../activities/sandbox/openSandboxProvider.js';
 import { StoreSettingError } from '../../activities/store/openTrajectoryStore.js';
 import { TemporalBinaryError } from '../../workers/temporalBinary.js';
+import { TemporalSettingError } from '../../workers/temporalConnection.js';
 import { serverCommand, serverUsage } from './serverCommand.js';
 import { cancelCommand, cancelUsage } from './cancelCommand.js';
 import { gcCommand, gcUsage } from './gcCommand.js';
@@ -54,7 +55,7 @@ function isArgParseError(err: unknown): err is Error & { code: string } {
 try {
   process.exitCode = await main(process.argv.slice(2));
 } catch (err) {
-  if (err instanceof UsageError || err instanceof TemporalBinaryError || err instanceof StoreSettingError || err instanceof ProviderSettingError || isArgParseError(err)) {
+  if (err instanceof UsageError || err instanceof TemporalBinaryError || err instanceof StoreSettingError || err instanceof ProviderSettingError || err instanceof TemporalSettingError || isArgParseError(err)) {
     process.stderr.write(`rollout: ${err.message}\n`);
     process.exitCode = 2;
   } else {

@@ -4,11 +4,11 @@
  * replayed side by side. Exit 0 when the reward reproduces, 1 when it does not.
  */
 import { parseArgs } from 'node:util';
-import { Client, Connection } from '@temporalio/client';
 import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
 import { openTrajectoryStore } from '../../activities/store/openTrajectoryStore.js';
 import { ReplayError, replayRollout } from '../replayRollout.js';
-import { dataDir, temporalAddress } from './cliSettings.js';
+import { dataDir } from './cliSettings.js';
+import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
 import { UsageError } from './usageError.js';
 
 export const replayUsage = `rollout replay <rollout-workflow-id> [--store fs|fs:DIR|postgres://...] [--trajectories DIR] [--data-dir DIR] [--address HOST:PORT]
@@ -25,9 +25,9 @@ export async function replayCommand(argv: string[]): Promise<number> {
   const [workflowId] = positionals;
   if (!workflowId || positionals.length > 1) throw new UsageError(`name one rollout workflow id (rollout/<batch>/<task>/<index>)\n${replayUsage}`);
   const store = await openTrajectoryStore(values.trajectories !== undefined ? `fs:${values.trajectories}` : (values.store ?? process.env.ROLLOUT_STORE), dataDir(values['data-dir']));
-  const connection = await Connection.connect({ address: temporalAddress(values.address) });
+  const { client: temporal, connection } = await openTemporalClient(temporalSettings(values.address));
   try {
-    const replay = await replayRollout({ client: new Client({ connection }), store, provider: new LocalSandboxProvider(), workflowId });
+    const replay = await replayRollout({ client: temporal, store, provider: new LocalSandboxProvider(), workflowId });
     process.stdout.write(`${workflowId} attempt ${replay.attempt + 1}: ${replay.actions.length} recorded actions re-executed without the model\n`);
     process.stdout.write('turn  original exit  replayed exit  action\n');
     for (const a of replay.actions) process.stdout.write(`${String(a.turn).padEnd(4)}  ${String(a.originalExitCode ?? '-').padEnd(13)}  ${String(a.replayedExitCode ?? '-').padEnd(13)}  ${a.call}\n`);

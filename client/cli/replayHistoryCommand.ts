@@ -5,11 +5,10 @@
  * that run.
  */
 import { parseArgs } from 'node:util';
-import { Client, Connection } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { WORKFLOWS_PATH } from '../../workers/pipelineWorkers.js';
-import { temporalAddress } from './cliSettings.js';
+import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
 import { UsageError } from './usageError.js';
 
 export const replayHistoryUsage = `rollout replay-history <workflow-id> [--run-id ID] [--address HOST:PORT]
@@ -19,9 +18,9 @@ export async function replayHistoryCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({ args: argv, options: { 'run-id': { type: 'string' }, address: { type: 'string' } }, allowPositionals: true, strict: true });
   const [workflowId] = positionals;
   if (!workflowId || positionals.length > 1) throw new UsageError(`name one workflow id\n${replayHistoryUsage}`);
-  const connection = await Connection.connect({ address: temporalAddress(values.address) });
+  const { client: temporal, connection } = await openTemporalClient(temporalSettings(values.address));
   try {
-    const history = await new Client({ connection }).workflow.getHandle(workflowId, values['run-id']).fetchHistory();
+    const history = await temporal.workflow.getHandle(workflowId, values['run-id']).fetchHistory();
     try {
       await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH }, history, workflowId);
     } catch (err) {

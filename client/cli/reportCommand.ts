@@ -1,11 +1,10 @@
 /** `rollout report <batch> [--html FILE]`: stage timings, outcomes and rewards of a batch's finished groups. */
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { Client, Connection } from '@temporalio/client';
 import { listBatchGroups } from '../batchGroups.js';
 import { buildReport, reportText } from '../report/batchReport.js';
 import { reportHtml } from '../report/reportHtml.js';
-import { temporalAddress } from './cliSettings.js';
+import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
 import { UsageError } from './usageError.js';
 
 export const reportUsage = `rollout report <batch-id> [--html FILE] [--address HOST:PORT]
@@ -17,9 +16,9 @@ export async function reportCommand(argv: string[]): Promise<number> {
   const [batchId] = positionals;
   if (!batchId || positionals.length > 1) throw new UsageError(`name one batch id\n${reportUsage}`);
   if (!/^[A-Za-z0-9._-]+$/.test(batchId)) throw new UsageError(`batch id ${JSON.stringify(batchId)} has characters batch ids never have`);
-  const connection = await Connection.connect({ address: temporalAddress(values.address) });
+  const { client: temporal, connection } = await openTemporalClient(temporalSettings(values.address));
   try {
-    const { finished: groups, unfinished } = await listBatchGroups(new Client({ connection }), batchId);
+    const { finished: groups, unfinished } = await listBatchGroups(temporal, batchId);
     const open = unfinished.length;
     if (groups.length === 0) {
       process.stdout.write(`no finished groups of batch ${batchId}${open ? ` (${open} not finished)` : ''}\n`);

@@ -5,9 +5,8 @@
  * field differs. Needs workers running on the original's task queues.
  */
 import { parseArgs } from 'node:util';
-import { Client, Connection } from '@temporalio/client';
 import { RerunError, rerunRollout } from '../rerunRollout.js';
-import { temporalAddress } from './cliSettings.js';
+import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
 import { UsageError } from './usageError.js';
 
 export const rerunUsage = `rollout rerun <rollout-workflow-id> [--batch-id ID] [--address HOST:PORT]
@@ -18,9 +17,9 @@ export async function rerunCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({ args: argv, options: { 'batch-id': { type: 'string' }, address: { type: 'string' } }, allowPositionals: true, strict: true });
   const [workflowId] = positionals;
   if (!workflowId || positionals.length > 1) throw new UsageError(`name one rollout workflow id (rollout/<batch>/<task>/<index>)\n${rerunUsage}`);
-  const connection = await Connection.connect({ address: temporalAddress(values.address) });
+  const { client: temporal, connection } = await openTemporalClient(temporalSettings(values.address));
   try {
-    const client = new Client({ connection });
+    const client = temporal;
     process.stderr.write(`rerunning ${workflowId} …\n`);
     const r = await rerunRollout({ client, workflowId, ...(values['batch-id'] ? { batchId: values['batch-id'] } : {}) });
     const rows: [string, string, string][] = [

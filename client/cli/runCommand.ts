@@ -6,14 +6,14 @@
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { parseArgs } from 'node:util';
-import { Client, Connection } from '@temporalio/client';
 import type { GroupResult } from '../../shared/pipeline.js';
 import { groupProgressQuery } from '../../workflows/definitions.js';
 import { freePort, startDevServer, type RunningDevServer } from '../../workers/temporalDevServer.js';
 import { startLocalPipeline, type LocalPipeline } from '../../workers/startLocalPipeline.js';
 import { BatchInputError, resolveBatch, submitResolvedBatch, type SubmitBatchOptions } from '../submitBatch.js';
 import { summaryTable } from '../report/summaryTable.js';
-import { dataDir as resolveDataDir, expandTaskDirs, parsePolicy, taskQueuesFor, temporalAddress } from './cliSettings.js';
+import { openTemporalClient, temporalSettings, type TemporalSettings } from '../../workers/temporalConnection.js';
+import { dataDir as resolveDataDir, expandTaskDirs, parsePolicy, taskQueuesFor } from './cliSettings.js';
 import { UsageError } from './usageError.js';
 
 export const runUsage = `rollout run --tasks DIR... [--group-size N] [--policy P] [--batch-id ID] [options]
@@ -110,18 +110,18 @@ export async function runCommand(argv: string[]): Promise<number> {
 
   let server: RunningDevServer | undefined;
   let pipeline: LocalPipeline | undefined;
-  let connection: Connection | undefined;
+  let temporalClient: Awaited<ReturnType<typeof openTemporalClient>> | undefined;
   try {
-    let address = temporalAddress(values.address);
+    let temporal: TemporalSettings = temporalSettings(values.address);
     if (values.embedded) {
       mkdirSync(data, { recursive: true });
       server = await startDevServer({ port: await portOr(7233), uiPort: await portOr(8233), dbFilename: join(data, 'temporal.sqlite'), logFile: join(data, 'temporal-dev-server.log') });
-      address = server.address;
-      pipeline = await startLocalPipeline({ address, dataDir: data, ...(taskQueues ? { taskQueues } : {}) });
-      process.stderr.write(`embedded Temporal dev server at ${address}, Web UI ${server.uiUrl}\n`);
+      temporal = { address: server.address, namespace: server.namespace, tls: undefined, apiKey: undefined };
+      pipeline = await startLocalPipeline({ temporal, dataDir: data, ...(taskQueues ? { taskQueues } : {}) });
+      process.stderr.write(`embedded Temporal dev server at ${server.address}, Web UI ${server.uiUrl}\n`);
     }
-    connection = await Connection.connect({ address });
-    const client = new Client({ connection });
+    temporalClient = await openTemporalClient(temporal);
+    const { client } = temporalClient;
     const batch = await submitResolvedBatch(client, inputs);
     const reused = batch.groups.filter((g) => !g.started).length;
     process.stderr.write(`batch ${batchId}: ${batch.groups.length} groups × ${groupSize} rollouts${reused ? ` (${reused} already submitted earlier: attached, not restarted)` : ''}\n`);
@@ -177,7 +177,7 @@ export async function runCommand(argv: string[]): Promise<number> {
     }
     return results.every((g) => g.status === 'complete') ? 0 : 1;
   } finally {
-    await connection?.close();
+    await temporalClient?.close();
     await pipeline?.stop();
     await server?.stop();
   }

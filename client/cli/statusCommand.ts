@@ -1,10 +1,9 @@
 /** `rollout status <batch>`: every group of a batch, running or finished, from Temporal itself. */
 import { parseArgs } from 'node:util';
-import { Client, Connection } from '@temporalio/client';
 import { groupProgressQuery } from '../../workflows/definitions.js';
 import { listBatchGroups } from '../batchGroups.js';
 import { summaryTable } from '../report/summaryTable.js';
-import { temporalAddress } from './cliSettings.js';
+import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
 import { UsageError } from './usageError.js';
 
 export const statusUsage = `rollout status <batch-id> [--address HOST:PORT]
@@ -15,9 +14,9 @@ export async function statusCommand(argv: string[]): Promise<number> {
   const [batchId] = positionals;
   if (!batchId || positionals.length > 1) throw new UsageError(`name one batch id\n${statusUsage}`);
   if (!/^[A-Za-z0-9._-]+$/.test(batchId)) throw new UsageError(`batch id ${JSON.stringify(batchId)} has characters batch ids never have`);
-  const connection = await Connection.connect({ address: temporalAddress(values.address) });
+  const { client: temporal, connection } = await openTemporalClient(temporalSettings(values.address));
   try {
-    const client = new Client({ connection });
+    const client = temporal;
     const { finished, unfinished } = await listBatchGroups(client, batchId);
     const groups = finished.length + unfinished.length;
     const running: string[] = [];
@@ -28,7 +27,7 @@ export async function statusCommand(argv: string[]): Promise<number> {
       } else running.push(`${wf.workflowId}: ${wf.status.toLowerCase()}`);
     }
     if (groups === 0) {
-      process.stdout.write(`no groups of batch ${batchId} on ${temporalAddress(values.address)}\n`);
+      process.stdout.write(`no groups of batch ${batchId} on ${temporalSettings(values.address).address}\n`);
       return 1;
     }
     for (const line of running) process.stdout.write(`${line}\n`);

@@ -1,7 +1,8 @@
 /** `rollout worker`: runs this machine's pipeline workers until Ctrl-C (or SIGTERM). */
 import { parseArgs } from 'node:util';
 import { startLocalPipeline } from '../../workers/startLocalPipeline.js';
-import { dataDir, taskQueuesFor, temporalAddress } from './cliSettings.js';
+import { temporalSettings } from '../../workers/temporalConnection.js';
+import { dataDir, taskQueuesFor } from './cliSettings.js';
 import { UsageError } from './usageError.js';
 
 export const workerUsage = `rollout worker [--address HOST:PORT] [--data-dir DIR] [--policy-rate N] [--metrics HOST:PORT] [--queue-prefix P] [--host-id ID] [--store S]
@@ -10,6 +11,8 @@ export const workerUsage = `rollout worker [--address HOST:PORT] [--data-dir DIR
   --metrics       serve Prometheus metrics (Temporal SDK + pipeline) at http://HOST:PORT/metrics
   --queue-prefix  task queues P and P-policy instead of the defaults (rollout run --queue-prefix P submits there)
   --host-id       names this worker's sandbox host queue (default: the hostname)
+  Temporal beyond a local dev server: TEMPORAL_NAMESPACE, TEMPORAL_API_KEY, TEMPORAL_TLS_CLIENT_CERT_PATH and
+  TEMPORAL_TLS_CLIENT_KEY_PATH (mTLS), TEMPORAL_TLS_SERVER_CA_CERT_PATH, TEMPORAL_TLS_SERVER_NAME, TEMPORAL_TLS=true
   --store         where trajectories and rollout records go: fs (default, <data-dir>/trajectories),
                   fs:DIR, or postgres://user:password@host:5432/db (env ROLLOUT_STORE)`;
 
@@ -34,7 +37,7 @@ export async function workerCommand(argv: string[]): Promise<number> {
   const taskQueues = taskQueuesFor(values['queue-prefix']);
   const store = values.store ?? process.env.ROLLOUT_STORE;
   const pipeline = await startLocalPipeline({
-    address: temporalAddress(values.address),
+    temporal: temporalSettings(values.address),
     dataDir: dataDir(values['data-dir']),
     ...(rate ? { policyRatePerSecond: rate } : {}),
     ...(values.metrics ? { metricsAddress: values.metrics } : {}),
