@@ -174,7 +174,17 @@ export function createActivities(deps: ActivityDeps) {
         deps.provider.name === 'kubernetes',
       );
       const started = performance.now();
-      const { handle, enforcedLimits } = await deps.provider.provision(spec);
+      const { handle, enforcedLimits, abandoned } = await withHeartbeats(async (signal) => {
+        const made = await deps.provider.provision(spec);
+        // The workflow gave up on this call (timed out or cancelled) while we provisioned: nobody will
+        // use or tear down this sandbox, so remove it now instead of leaving it to the reaper.
+        if (signal?.aborted) {
+          await deps.provider.teardown(made.handle);
+          return { ...made, abandoned: true };
+        }
+        return { ...made, abandoned: false };
+      });
+      if (abandoned) throw new ClassifiedError('infra', 'provision_timeout', `sandbox ${handle.id} was ready after the workflow stopped waiting for it; torn down`);
       const provisionMs = performance.now() - started;
       const meta: AttemptMeta = { system: SYSTEM_PROMPT, instruction: task.instruction, tools: TOOL_SCHEMAS, startedAt: new Date().toISOString() };
       try {

@@ -51,6 +51,9 @@ export async function createPipelineWorkers(options: PipelineWorkerOptions): Pro
     workflowBundle: bundle,
     activities: { provisionSandbox: activities.provisionSandbox, resolveTask: activities.resolveTask, recordRollout: activities.recordRollout },
     maxConcurrentWorkflowTaskExecutions: options.maxConcurrentWorkflowTasks ?? 40,
+    // Provisioning heartbeats reach the server every 2 s (not 80% of the heartbeat timeout), so a
+    // provision the workflow stopped waiting for learns it in time to tear its sandbox down.
+    maxHeartbeatThrottleInterval: '2 seconds',
   });
   const host = await Worker.create({
     ...common,

@@ -107,7 +107,9 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
 
   const provisionSandbox = activity('provisionSandbox', {
     taskQueue: group.taskQueues.main,
-    startToCloseTimeout: '2 minutes',
+    startToCloseTimeout: '5 minutes',
+    // Heartbeats tell a worker that the workflow stopped waiting, so it tears down what it made.
+    heartbeatTimeout: HEARTBEAT_TIMEOUT,
     // A failed provision is an infra failure of the attempt; the attempt loop retries on a fresh sandbox.
     retry: { maximumAttempts: 1 },
   });

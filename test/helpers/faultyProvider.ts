@@ -9,6 +9,8 @@ import { localHandle, type ExecOptions, type ExecResult, type ProvisionResult, t
 export interface Faults {
   /** Return true to fail this provision (called with the spec and how many provisions came before). */
   failProvision?: (spec: SandboxSpec, count: number) => boolean;
+  /** Milliseconds to stall after the sandbox is ready, before provision returns (a slow, loaded host). */
+  provisionDelayMs?: number;
   /** Return true to kill the sandbox just before this exec runs. */
   killBeforeExec?: (handle: SandboxHandle, command: string, count: number) => boolean;
 }
@@ -31,7 +33,9 @@ export class FaultyProvider implements SandboxProvider {
       this.injected++;
       throw new ClassifiedError('infra', 'provision_failed', 'injected: the sandbox could not be provisioned');
     }
-    return this.inner.provision(spec);
+    const made = await this.inner.provision(spec);
+    if (this.faults.provisionDelayMs) await new Promise((r) => setTimeout(r, this.faults.provisionDelayMs));
+    return made;
   }
 
   async exec(handle: SandboxHandle, command: string, options?: ExecOptions): Promise<ExecResult> {

@@ -223,6 +223,20 @@ describe('pipeline failure handling', { timeout: 900_000 }, () => {
     }
   });
 
+  test('a sandbox that becomes ready after its rollout was cancelled is torn down by the provisioning worker, not orphaned', async () => {
+    await h.startWorkers({ provider: new FaultyProvider(h.provider, { provisionDelayMs: 6_000 }) });
+    try {
+      const batch = await submitBatch(h.client, { batchId: `late-provision-${Date.now()}`, taskQueues: h.taskQueues, tasks: [join(examples, 'write-greeting')], groupSize: 1, minValid: 1, policy: { kind: 'scripted', script: 'noop' } });
+      await eventually(async () => (await h.provider.list()).length, (n) => n === 1, 'the sandbox exists while provision still runs');
+      await batch.groups[0]?.handle.cancel();
+      await assert.rejects(batch.groups[0]?.handle.result() ?? Promise.resolve());
+      // The heartbeat carries the cancellation to the activity, which removes the sandbox it made.
+      await eventually(async () => (await h.provider.list()).length, (n) => n === 0, 'the late sandbox was torn down', 30_000);
+    } finally {
+      await h.stopWorkers();
+    }
+  });
+
   test('cancelling a group cancels its rollouts and leaves no sandbox behind', async () => {
     await h.startWorkers();
     try {
