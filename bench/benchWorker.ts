@@ -24,7 +24,7 @@ import { LocalSandboxProvider } from '../activities/sandbox/local/localSandboxPr
 import { FsTrajectoryStore } from '../activities/store/fsTrajectoryStore.js';
 import type { ProvisionResult, SandboxSpec } from '../shared/sandbox.js';
 import { createLogger, installRuntime } from '../workers/logger.js';
-import { createPipelineWorkers, type PipelineWorkerOptions, type WorkerRole } from '../workers/pipelineWorkers.js';
+import { createPipelineWorkers, DEFAULT_SLOTS, type PipelineWorkerOptions, type WorkerRole } from '../workers/pipelineWorkers.js';
 import { processMemoryKb } from './procStats.js';
 
 export type WorkerTuning = Pick<
@@ -126,10 +126,10 @@ const done = workers.run();
 const { main, host, policy } = workers.byQueue;
 
 const slots: Record<Exclude<Gauge, 'cachedWorkflows'>, number> = {
-  workflowActivations: config.tuning.maxConcurrentWorkflowTasks ?? 40,
-  provisions: config.tuning.maxConcurrentProvisions ?? 100,
-  hostActivities: config.tuning.maxConcurrentToolCalls ?? 100,
-  policyActivities: config.tuning.maxConcurrentPolicyCalls ?? 64,
+  workflowActivations: config.tuning.maxConcurrentWorkflowTasks ?? DEFAULT_SLOTS.workflowTasks,
+  provisions: config.tuning.maxConcurrentProvisions ?? DEFAULT_SLOTS.provisions,
+  hostActivities: config.tuning.maxConcurrentToolCalls ?? DEFAULT_SLOTS.toolCalls,
+  policyActivities: config.tuning.maxConcurrentPolicyCalls ?? DEFAULT_SLOTS.policyCalls,
 };
 const peaks: Partial<Record<Gauge, number>> = {};
 const atLimit: Partial<Record<Gauge, number>> = {};

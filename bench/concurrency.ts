@@ -15,6 +15,7 @@ import type { WorkerSetup } from './benchWorker.js';
 import { runBareBatch } from './bareLoop.js';
 import { bareEnvironment, formatBreakdowns, slim, summarizeBare, type BareSummary, type PipelineSummary } from './orchestration.js';
 import { processLayout, runPipelineBatch } from './pipelineRun.js';
+import { DEFAULT_SLOTS } from '../workers/pipelineWorkers.js';
 import { formatTable } from './stats.js';
 import { benchPolicy, startBenchPolicyServer, TURNS } from './workload.js';
 
@@ -83,10 +84,10 @@ export function diagnose(r: PipelineSummary, idealMs: number, cores: number): st
   const pct = (x: number): string => `${(x * 100).toFixed(0)}%`;
   const at = r.atSlotLimit;
   const busy = (x: number | undefined): boolean => (x ?? 0) > 0.2;
-  if (busy(at.policyActivities)) out.push(`policy slots: all ${t.maxConcurrentPolicyCalls ?? 64} busy in ${pct(at.policyActivities ?? 0)} of samples; policy backlog peaked at ${r.backlog.policy.peak} tasks (oldest ${(r.backlog.policy.peakAgeMs / 1000).toFixed(1)} s); requests open at the inference server peaked at ${r.policyPeakInFlight} of ${r.rollouts}`);
-  if (busy(at.hostActivities)) out.push(`host (tool/verify/teardown) slots: all ${t.maxConcurrentToolCalls ?? 100} busy in ${pct(at.hostActivities ?? 0)} of samples; backlog peak ${r.backlog.host.peak}`);
-  if (busy(at.provisions)) out.push(`provision slots: all ${t.maxConcurrentProvisions ?? 100} busy in ${pct(at.provisions ?? 0)} of samples; backlog peak ${r.backlog.provision.peak}`);
-  if (busy(at.workflowActivations)) out.push(`workflow task slots: all ${t.maxConcurrentWorkflowTasks ?? 40} busy in ${pct(at.workflowActivations ?? 0)} of samples; backlog peak ${r.backlog.workflow.peak}`);
+  if (busy(at.policyActivities)) out.push(`policy slots: all ${t.maxConcurrentPolicyCalls ?? DEFAULT_SLOTS.policyCalls} busy in ${pct(at.policyActivities ?? 0)} of samples; policy backlog peaked at ${r.backlog.policy.peak} tasks (oldest ${(r.backlog.policy.peakAgeMs / 1000).toFixed(1)} s); requests open at the inference server peaked at ${r.policyPeakInFlight} of ${r.rollouts}`);
+  if (busy(at.hostActivities)) out.push(`host (tool/verify/teardown) slots: all ${t.maxConcurrentToolCalls ?? DEFAULT_SLOTS.toolCalls} busy in ${pct(at.hostActivities ?? 0)} of samples; backlog peak ${r.backlog.host.peak}`);
+  if (busy(at.provisions)) out.push(`provision slots: all ${t.maxConcurrentProvisions ?? DEFAULT_SLOTS.provisions} busy in ${pct(at.provisions ?? 0)} of samples; backlog peak ${r.backlog.provision.peak}`);
+  if (busy(at.workflowActivations)) out.push(`workflow task slots: all ${t.maxConcurrentWorkflowTasks ?? DEFAULT_SLOTS.workflowTasks} busy in ${pct(at.workflowActivations ?? 0)} of samples; backlog peak ${r.backlog.workflow.peak}`);
   if (r.cpuUtilization > 0.8) {
     out.push(
       `CPU: ${pct(r.cpuUtilization)} of ${cores} cores over the whole run (workers ${pct(r.cpuMs.worker / r.cpuMs.total)}, their sandbox commands ${pct(r.cpuMs.sandboxes / r.cpuMs.total)}, dev server ${pct(r.cpuMs.server / r.cpuMs.total)}, bench client + policy server ${pct(r.cpuMs.bench / r.cpuMs.total)} of ${(r.cpuMs.total / 1000).toFixed(0)} CPU s)`,

@@ -22,6 +22,14 @@ export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', imp
 export type WorkerRole = 'workflows' | 'provision' | 'host' | 'policy';
 export const WORKER_ROLES: readonly WorkerRole[] = ['workflows', 'provision', 'host', 'policy'];
 
+/** Slots of each kind of work when the options leave them unset (npm run bench measures them: docs/benchmarks.md). */
+export const DEFAULT_SLOTS = {
+  workflowTasks: 40,
+  provisions: 100,
+  toolCalls: 100,
+  policyCalls: 64,
+} as const;
+
 export interface PipelineWorkerOptions extends ActivityDeps {
   /**
    * Which roles this process takes (default all). Sandboxes are host-level
@@ -71,10 +79,10 @@ export async function createPipelineWorkers(options: PipelineWorkerOptions): Pro
   const activities = withClassifiedFailures(createActivities(options));
   const common = { connection: options.connection, namespace: options.namespace ?? 'default', identity: options.workerIdentity };
   const activityPolls = (slots: number) => (options.activityTaskPollers ? { maxConcurrentActivityTaskPolls: Math.min(options.activityTaskPollers, slots) } : {});
-  const workflowSlots = options.maxConcurrentWorkflowTasks ?? 40;
-  const provisionSlots = options.maxConcurrentProvisions ?? 100;
-  const toolSlots = options.maxConcurrentToolCalls ?? 100;
-  const policySlots = options.maxConcurrentPolicyCalls ?? 64;
+  const workflowSlots = options.maxConcurrentWorkflowTasks ?? DEFAULT_SLOTS.workflowTasks;
+  const provisionSlots = options.maxConcurrentProvisions ?? DEFAULT_SLOTS.provisions;
+  const toolSlots = options.maxConcurrentToolCalls ?? DEFAULT_SLOTS.toolCalls;
+  const policySlots = options.maxConcurrentPolicyCalls ?? DEFAULT_SLOTS.policyCalls;
 
   const roles = new Set(options.roles ?? WORKER_ROLES);
   const byQueue: PipelineWorkers['byQueue'] = {};
