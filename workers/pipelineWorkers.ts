@@ -27,7 +27,12 @@ export const DEFAULT_SLOTS = {
   workflowTasks: 40,
   provisions: 100,
   toolCalls: 100,
-  policyCalls: 64,
+  /**
+   * A policy call only waits on HTTP, so a slot is cheap; 64 capped how many rollouts could wait on
+   * inference at once (100 rollouts at 2 s per turn queued policy calls). Protect an inference server
+   * with policyRatePerSecond, not with this.
+   */
+  policyCalls: 1000,
 } as const;
 
 export interface PipelineWorkerOptions extends ActivityDeps {
