@@ -28,9 +28,10 @@ const BEFORE = { maxConcurrentWorkflowTasks: 40, maxConcurrentProvisions: 100, m
 export const SETUPS = {
   before: { tuning: BEFORE },
   defaults: { tuning: {} },
-  'policy-1000': { tuning: { ...BEFORE, maxConcurrentPolicyCalls: 1000 } },
-  split: { tuning: { ...BEFORE, maxConcurrentPolicyCalls: 1000 }, processes: [['workflows'], ['provision', 'host', 'policy']] },
-  tuned: { tuning: { maxConcurrentPolicyCalls: 1000 } },
+  /** Workflows in one process; provisioning, tool calls, verify, teardown and policy calls in another. */
+  split: { tuning: {}, processes: [['workflows'], ['provision', 'host', 'policy']] },
+  /** More workflow task slots and pollers (the workflow task backlog grows at the start of a big batch). */
+  'wft-100': { tuning: { maxConcurrentWorkflowTasks: 100, workflowTaskPollers: 50 } },
 } satisfies Record<string, WorkerSetup>;
 export type SetupName = keyof typeof SETUPS;
 

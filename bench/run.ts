@@ -5,7 +5,7 @@
  *   --concurrency 1000         section 3 rollouts at once (groups of --curve-group-size 10)
  *   --curve 10,100,1000        section 4 concurrencies
  *   --delay-ms 2000            policy latency of sections 3 and 4
- *   --setup tuned              worker setup of sections 2-4 (bench/concurrency.ts SETUPS)
+ *   --setup defaults           worker setup of sections 2-4 (bench/concurrency.ts SETUPS)
  *   --sweep before,split       more setups to compare in section 3
  *   --deadline-min 6           a section 3/4 run still open after this is cut off and projected
  *   --db memory|file           the dev server's SQLite
@@ -48,7 +48,7 @@ const { values } = parseArgs({
     curve: { type: 'string', default: '10,100,1000' },
     'curve-group-size': { type: 'string', default: '10' },
     'delay-ms': { type: 'string', default: '2000' },
-    setup: { type: 'string', default: 'tuned' },
+    setup: { type: 'string', default: 'defaults' },
     sweep: { type: 'string', default: '' },
     db: { type: 'string', default: 'memory' },
     'deadline-min': { type: 'string', default: '6' },
@@ -106,7 +106,7 @@ try {
   await section(
     2,
     'orchestration overhead (zero-latency policy)',
-    async () => runOrchestration(await ctx(), { batches: list(values.batches), groupSize: Number(values['group-size']), setup: setupNames(values.setup)[0] ?? 'tuned', db: values.db as 'memory' | 'file' }),
+    async () => runOrchestration(await ctx(), { batches: list(values.batches), groupSize: Number(values['group-size']), setup: setupNames(values.setup)[0] ?? 'defaults', db: values.db as 'memory' | 'file' }),
     formatOrchestration,
   );
   await section(
@@ -131,7 +131,7 @@ try {
         concurrencies: list(values.curve),
         groupSize: Number(values['curve-group-size']),
         delayMs: Number(values['delay-ms']),
-        setup: setupNames(values.setup)[0] ?? 'tuned',
+        setup: setupNames(values.setup)[0] ?? 'defaults',
         db: values.db as 'memory' | 'file',
         reuse: out.section3 as Parameters<typeof runScaling>[1]['reuse'],
         deadlineMs: Number(values['deadline-min']) * 60_000,
