@@ -62,7 +62,14 @@ async function bareRollout(options: BareOptions, index: number): Promise<BareRol
   let task = loadTask(options.taskDir);
   const spec = sandboxSpecForTask(task, { workflowId: `bare/${ref}`, runId: 'bare', attempt: 0 }, { batch: options.batchId, rollout: String(index) });
   let t = performance.now();
-  const { handle } = await provider.provision(spec);
+  let handle;
+  try {
+    ({ handle } = await provider.provision(spec));
+  } catch (err) {
+    out.error = `provision: ${err instanceof Error ? err.message : String(err)}`;
+    out.totalMs = performance.now() - started;
+    return out;
+  }
   out.provisionMs = performance.now() - t;
   try {
     const messages: ChatMessage[] = [

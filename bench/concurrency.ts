@@ -89,7 +89,9 @@ export function diagnose(r: PipelineSummary, idealMs: number, cores: number): st
   if (busy(at.hostActivities)) out.push(`host (tool/verify/teardown) slots: all ${t.maxConcurrentToolCalls ?? DEFAULT_SLOTS.toolCalls} busy in ${pct(at.hostActivities ?? 0)} of samples; backlog peak ${r.backlog.host.peak}`);
   if (busy(at.provisions)) out.push(`provision slots: all ${t.maxConcurrentProvisions ?? DEFAULT_SLOTS.provisions} busy in ${pct(at.provisions ?? 0)} of samples; backlog peak ${r.backlog.provision.peak}`);
   if (busy(at.workflowActivations)) out.push(`workflow task slots: all ${t.maxConcurrentWorkflowTasks ?? DEFAULT_SLOTS.workflowTasks} busy in ${pct(at.workflowActivations ?? 0)} of samples; backlog peak ${r.backlog.workflow.peak}`);
-  if (r.cpuUtilization > 0.8) {
+  if (r.machineBusy - r.cpuUtilization > 0.15) out.push(`other processes: the machine was ${pct(r.machineBusy)} busy, the pipeline and bench ${pct(r.cpuUtilization)} of it; the rest was not ours`);
+  if (r.backlog.workflow.peakAgeMs > 1000) out.push(`workflow task queue: backlog peaked at ${r.backlog.workflow.peak} tasks, the oldest ${(r.backlog.workflow.peakAgeMs / 1000).toFixed(1)} s old (first tasks of new rollouts, served by the non-sticky pollers)`);
+  if (r.cpuUtilization > 0.8 || r.machineBusy > 0.9) {
     out.push(
       `CPU: ${pct(r.cpuUtilization)} of ${cores} cores over the whole run (workers ${pct(r.cpuMs.worker / r.cpuMs.total)}, their sandbox commands ${pct(r.cpuMs.sandboxes / r.cpuMs.total)}, dev server ${pct(r.cpuMs.server / r.cpuMs.total)}, bench client + policy server ${pct(r.cpuMs.bench / r.cpuMs.total)} of ${(r.cpuMs.total / 1000).toFixed(0)} CPU s)`,
     );
@@ -166,7 +168,7 @@ export function formatConcurrency(r: ConcurrencyResult): string {
         String(x.run.leaks),
         f0(x.cpuFloorMs),
         f0(x.bareCpuFloorMs),
-        `${f0(x.run.cpuUtilization * 100)}%`,
+        `${f0(x.run.cpuUtilization * 100)}% (machine ${f0(x.run.machineBusy * 100)}%)`,
         mib(x.run.workerPeakRssKb),
         mib(x.run.serverPeakRssKb),
       ]),

@@ -153,10 +153,10 @@ export function formatOrchestration(r: OrchestrationResult): string {
     '',
     'where a rollout spends its time (p50 ms; pipeline stages from RolloutResult.timings, queue = start until its sandbox exists)',
     formatTable(
-      ['batch', 'side', 'queue', 'provision', 'agent (5 turns)', 'verify', 'teardown', 'CPU ms/rollout'],
+      ['batch', 'side', 'queue', 'provision', 'agent (5 turns)', 'verify', 'teardown', 'CPU ms/rollout', 'CPU used (machine)'],
       r.rows.flatMap((x) => [
-        [String(x.batch), 'bare', '-', f0(x.bare.stages.provision), f0(x.bare.stages.agent), f0(x.bare.stages.verify), f0(x.bare.stages.teardown), f0(x.bare.cpuMsPerRollout)],
-        [String(x.batch), 'bare + store', '-', f0(x.bareWithStore.stages.provision), f0(x.bareWithStore.stages.agent), f0(x.bareWithStore.stages.verify), f0(x.bareWithStore.stages.teardown), f0(x.bareWithStore.cpuMsPerRollout)],
+        [String(x.batch), 'bare', '-', f0(x.bare.stages.provision), f0(x.bare.stages.agent), f0(x.bare.stages.verify), f0(x.bare.stages.teardown), f0(x.bare.cpuMsPerRollout), ''],
+        [String(x.batch), 'bare + store', '-', f0(x.bareWithStore.stages.provision), f0(x.bareWithStore.stages.agent), f0(x.bareWithStore.stages.verify), f0(x.bareWithStore.stages.teardown), f0(x.bareWithStore.cpuMsPerRollout), ''],
         [
           String(x.batch),
           'pipeline',
@@ -166,6 +166,7 @@ export function formatOrchestration(r: OrchestrationResult): string {
           f0(x.pipeline.stages.verify.p50),
           f0(x.pipeline.stages.teardown.p50),
           `${f0(x.pipeline.cpuMsPerRollout)} (worker ${f0(x.pipeline.cpuMs.worker / x.pipeline.rollouts)}, sandboxes ${f0(x.pipeline.cpuMs.sandboxes / x.pipeline.rollouts)}, server ${f0(x.pipeline.cpuMs.server / x.pipeline.rollouts)}, bench ${f0(x.pipeline.cpuMs.bench / x.pipeline.rollouts)})`,
+          `${f0(x.pipeline.cpuUtilization * 100)}% (${f0(x.pipeline.machineBusy * 100)}%)`,
         ],
       ]),
     ),

@@ -29,7 +29,7 @@ import { freePort, startDevServer } from '../workers/temporalDevServer.js';
 import { WORKER_ROLES, type WorkerRole } from '../workers/pipelineWorkers.js';
 import type { BenchWorkerConfig, BenchWorkerReport, WorkerSetup } from './benchWorker.js';
 import { historyBreakdown, type RolloutBreakdown } from './historyBreakdown.js';
-import { cpuDelta, memAvailableKb, processCpu, processMemoryKb, sandboxProcessMemory, type CpuTimes } from './procStats.js';
+import { busyShare, cpuDelta, machineCpu, memAvailableKb, processCpu, processMemoryKb, sandboxProcessMemory, type CpuTimes } from './procStats.js';
 
 const WORKER_ENTRY = fileURLToPath(new URL('./benchWorker.ts', import.meta.url));
 
@@ -105,6 +105,8 @@ export interface PipelineRunResult {
   cpuMsPerRollout: number;
   /** Total CPU over (wall × cores): 1.0 means every core was busy the whole run. */
   cpuUtilization: number;
+  /** How busy the whole machine was (ours and everyone else's), from /proc/stat. */
+  machineBusy: number;
   /** Sum over the worker processes of their peak RSS. */
   workerPeakRssKb: number;
   serverPeakRssKb: number;
@@ -251,7 +253,7 @@ export async function runPipelineBatch(env: PipelineEnv, spec: PipelineRunSpec, 
         .finally(() => (sampling = false));
     }, 1000);
 
-    const cpu0 = { workers: pids.map((p) => processCpu(p)), server: processCpu(server.pid), bench: processCpu('self') };
+    const cpu0 = { workers: pids.map((p) => processCpu(p)), server: processCpu(server.pid), bench: processCpu('self'), machine: machineCpu() };
     log(`  ${spec.label}: ${spec.groups} groups × ${spec.groupSize} = ${rollouts} rollouts, db ${spec.db}, workers ${JSON.stringify(spec.setup)}`);
     env.policyServer?.resetStats();
     const started = Date.now();
@@ -279,7 +281,7 @@ export async function runPipelineBatch(env: PipelineEnv, spec: PipelineRunSpec, 
       await collected;
     }
     const wallMs = Date.now() - started;
-    const cpu1 = { workers: pids.map((p) => processCpu(p)), server: processCpu(server.pid), bench: processCpu('self') };
+    const cpu1 = { workers: pids.map((p) => processCpu(p)), server: processCpu(server.pid), bench: processCpu('self'), machine: machineCpu() };
     clearInterval(sampler);
     sampler = undefined;
 
@@ -372,6 +374,7 @@ export async function runPipelineBatch(env: PipelineEnv, spec: PipelineRunSpec, 
       // A cut-off run also did part of the work of the rollouts still open: this overstates the cost per finished one.
       cpuMsPerRollout: cpuMs.total / Math.max(1, completed),
       cpuUtilization: cpuMs.total / (wallMs * cpus().length),
+      machineBusy: busyShare(cpu1.machine, cpu0.machine),
       workerPeakRssKb: workerPeaks.reduce((a, b) => a + b, 0),
       serverPeakRssKb: serverPeak,
       hostMemoryDropKb: memStart - memLow,

@@ -132,3 +132,16 @@ export function sandboxProcessMemory(initPids: number[]): SandboxMemory {
   }
   return { sandboxes: wanted.size, processes, pssKb: pss, launcherPssKb: launcher };
 }
+
+/** Jiffies the whole machine spent busy and in total (the `cpu` line of /proc/stat). */
+export function machineCpu(): { busy: number; total: number } {
+  const fields = (readFileSync('/proc/stat', 'utf8').split('\n')[0] ?? '').split(/\s+/).slice(1).map(Number);
+  const total = fields.reduce((a, b) => a + b, 0);
+  const idle = (fields[3] ?? 0) + (fields[4] ?? 0);
+  return { busy: total - idle, total };
+}
+
+/** Share of the machine's CPU time that was busy between two readings of machineCpu(). */
+export function busyShare(after: { busy: number; total: number }, before: { busy: number; total: number }): number {
+  return (after.busy - before.busy) / Math.max(1, after.total - before.total);
+}

@@ -59,7 +59,7 @@ export function formatScaling(r: ScalingResult): string {
   const lines = [
     `groups of ${r.groupSize}, policy latency ${r.delayMs} ms, worker settings "${r.setup}"; ideal completion ${f0(r.ideal.totalMs)} ms at any concurrency`,
     formatTable(
-      ['concurrency', 'completion / ideal', 'rollouts/s', 'wall ms / rollout', 'p50 / ideal', 'p95 / ideal', 'CPU ms / rollout', 'worker', 'sandboxes', 'server', 'bench', 'worker peak RSS MiB', 'RSS KiB / rollout', 'errors', 'leaks'],
+      ['concurrency', 'completion / ideal', 'rollouts/s', 'wall ms / rollout', 'p50 / ideal', 'p95 / ideal', 'CPU ms / rollout', 'worker', 'sandboxes', 'server', 'bench', 'CPU used (machine)', 'worker peak RSS MiB', 'RSS KiB / rollout', 'errors', 'leaks'],
       r.points.map((p) => [
         `${p.concurrency}${p.reused ? ' (sec. 3)' : ''}`,
         `${f2(p.completionOverIdeal)} x${p.run.finished ? '' : ' (projected)'}`,
@@ -68,10 +68,11 @@ export function formatScaling(r: ScalingResult): string {
         `${f2(p.run.e2e.p50 / r.ideal.totalMs)} x`,
         `${f2(p.run.e2e.p95 / r.ideal.totalMs)} x`,
         f0(p.run.cpuMsPerRollout),
-        f0(p.run.cpuMs.worker / p.run.rollouts),
-        f0(p.run.cpuMs.sandboxes / p.run.rollouts),
-        f0(p.run.cpuMs.server / p.run.rollouts),
-        f0(p.run.cpuMs.bench / p.run.rollouts),
+        f0(p.run.cpuMs.worker / Math.max(1, p.run.completed)),
+        f0(p.run.cpuMs.sandboxes / Math.max(1, p.run.completed)),
+        f0(p.run.cpuMs.server / Math.max(1, p.run.completed)),
+        f0(p.run.cpuMs.bench / Math.max(1, p.run.completed)),
+        `${f0(p.run.cpuUtilization * 100)}% (${f0(p.run.machineBusy * 100)}%)`,
         (p.run.workerPeakRssKb / 1024).toFixed(0),
         f0(p.run.workerPeakRssKb / p.run.rollouts),
         String(p.run.errors),
