@@ -9,6 +9,7 @@
  *   --sweep before,split       more setups to compare in section 3
  *   --deadline-min 6           a section 3/4 run still open after this is cut off and projected
  *   --db memory|file           the dev server's SQLite
+ *   --json-file F              also write the JSON object to F (with the tables on stdout)
  *
  * How fast the pipeline is and how its cost grows, as ratios and percentiles
  * against baselines measured in the same run; never a timed assertion.
@@ -39,6 +40,7 @@ import { createBenchTasks } from './workload.js';
 const { values } = parseArgs({
   options: {
     json: { type: 'boolean', default: false },
+    'json-file': { type: 'string' },
     sections: { type: 'string', default: '1,2,3,4' },
     cycles: { type: 'string', default: '200' },
     alive: { type: 'string', default: '200' },
@@ -138,7 +140,11 @@ try {
       }),
     formatScaling,
   );
+  out.finishedAt = new Date().toISOString();
+  out.loadAverageEnd = loadAverages();
   if (values.json) console.log(JSON.stringify(out, null, 2));
+  if (values['json-file']) writeFileSync(values['json-file'], `${JSON.stringify(out, null, 2)}\n`);
+  log(`\nfinished ${String(out.finishedAt)}, load average ${loadAverages().join(' ')}`);
 } finally {
   rmSync(scratch, { recursive: true, force: true });
 }
