@@ -144,7 +144,9 @@ export function createActivities(deps: ActivityDeps) {
   const metrics = deps.metrics ?? pipelineMetrics();
   const countSandboxes = async (): Promise<void> => {
     try {
-      metrics.sandboxesAlive(deps.provider.name, (await deps.provider.list()).length);
+      // count() when the provider has it: list() reads every record, which made each provision and
+      // teardown cost O(sandboxes alive) on the worker's event loop (quadratic at 1,000 at once).
+      metrics.sandboxesAlive(deps.provider.name, deps.provider.count ? await deps.provider.count() : (await deps.provider.list()).length);
     } catch (err) {
       deps.logger.warn({ error: String(err) }, 'cannot count sandboxes for the sandboxes-alive metric');
     }

@@ -1,8 +1,24 @@
 /** Machine facts and tables for benchmarks that print numbers side by side. */
 import { execFileSync } from 'node:child_process';
 import { cpus, totalmem } from 'node:os';
+import { resolveTemporalBinary } from '../workers/temporalBinary.js';
+import { loadAverages } from './procStats.js';
 
-export function machineFacts(): Record<string, string | number> {
+export interface MachineFacts {
+  cores: number;
+  cpuModel: string;
+  memoryGiB: number;
+  node: string;
+  kernel: string;
+  bwrap: string;
+  /** `temporal --version`: the CLI, the dev server it embeds, the UI. */
+  temporal: string;
+  temporalServer: string;
+  loadAverage: [number, number, number];
+  date: string;
+}
+
+export async function machineFacts(): Promise<MachineFacts> {
   const version = (cmd: string, args: string[]): string => {
     try {
       return execFileSync(cmd, args, { encoding: 'utf8' }).trim().split('\n')[0] ?? '';
@@ -10,6 +26,12 @@ export function machineFacts(): Record<string, string | number> {
       return 'unavailable';
     }
   };
+  let temporal = 'unavailable';
+  try {
+    temporal = (await resolveTemporalBinary()).version;
+  } catch {
+    // reported as unavailable
+  }
   return {
     cores: cpus().length,
     cpuModel: cpus()[0]?.model ?? 'unknown',
@@ -17,6 +39,9 @@ export function machineFacts(): Record<string, string | number> {
     node: process.version,
     kernel: version('uname', ['-r']),
     bwrap: version('bwrap', ['--version']),
+    temporal,
+    temporalServer: /Server ([^,)]+)/.exec(temporal)?.[1] ?? 'unknown',
+    loadAverage: loadAverages(),
     date: new Date().toISOString(),
   };
 }

@@ -166,6 +166,12 @@ export interface SandboxProvider {
   readFile(handle: SandboxHandle, path: string, options?: ReadFileOptions): Promise<Uint8Array>;
   teardown(handleOrId: SandboxHandle | string): Promise<TeardownReport>;
   list(labels?: Record<string, string>): Promise<SandboxRecord[]>;
+  /**
+   * How many sandboxes this provider's registry holds, without reading each
+   * record (the sandboxes-alive gauge asks on every provision and teardown).
+   * Optional: callers fall back to list().length.
+   */
+  count?(): Promise<number>;
   renewLease(handle: SandboxHandle, leaseMs: number): Promise<void>;
   /**
    * Kills every process of the sandbox but its own init, from outside, so it

@@ -14,7 +14,36 @@ import { TASK_QUEUES, hostTaskQueue } from '../shared/names.js';
 
 export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 
+/**
+ * What a process does: run workflows (the main queue's workflow tasks),
+ * provision sandboxes (the main queue's activities), serve this host's queue
+ * (tool calls, verify, teardown), call the policy.
+ */
+export type WorkerRole = 'workflows' | 'provision' | 'host' | 'policy';
+export const WORKER_ROLES: readonly WorkerRole[] = ['workflows', 'provision', 'host', 'policy'];
+
+/** Slots of each kind of work when the options leave them unset (npm run bench measures them: docs/benchmarks.md). */
+export const DEFAULT_SLOTS = {
+  workflowTasks: 40,
+  provisions: 100,
+  toolCalls: 100,
+  /**
+   * A policy call only waits on HTTP, so a slot is cheap; 64 capped how many rollouts could wait on
+   * inference at once (100 rollouts at 2 s per turn queued policy calls). Protect an inference server
+   * with policyRatePerSecond, not with this.
+   */
+  policyCalls: 1000,
+} as const;
+
 export interface PipelineWorkerOptions extends ActivityDeps {
+  /**
+   * Which roles this process takes (default all). Sandboxes are host-level
+   * (registry on disk, JSON handles), so processes of one host can share
+   * them: e.g. workflows in one process and everything that starts sandbox
+   * commands (provision, host) in another, whose fork() stays cheap because
+   * it does not hold the workflow cache.
+   */
+  roles?: readonly WorkerRole[];
   connection: NativeConnection;
   namespace?: string;
   taskQueues?: { main: string; policy: string };
@@ -23,13 +52,24 @@ export interface PipelineWorkerOptions extends ActivityDeps {
   maxConcurrentPolicyCalls?: number;
   maxConcurrentToolCalls?: number;
   maxConcurrentWorkflowTasks?: number;
+  /** Sandbox provisions at once on the main worker (its activity slots). */
+  maxConcurrentProvisions?: number;
+  /** Workflows the main worker keeps in its cache (default: the SDK's, from the heap size). */
+  maxCachedWorkflows?: number;
+  /** Workflow task pollers of the main worker (default: the SDK's, min(10, workflow task slots)). */
+  workflowTaskPollers?: number;
+  /** Activity task pollers of each worker (default: the SDK's, min(10, that worker's slots)). */
+  activityTaskPollers?: number;
   /** A prebuilt workflow bundle (tests build it once). */
   workflowBundle?: WorkflowBundleWithSourceMap;
   logger: Logger;
 }
 
 export interface PipelineWorkers {
+  /** The workers this process runs, in the order main, host, policy. */
   workers: Worker[];
+  /** main: workflows and/or provisioning on the main queue; host: this host's queue; policy: the policy queue. */
+  byQueue: { main?: Worker; host?: Worker; policy?: Worker };
   /** Runs all workers until shutdown() (or one of them fails). */
   run(): Promise<void>;
   shutdown(): void;
@@ -42,35 +82,62 @@ export async function bundlePipelineWorkflows(): Promise<WorkflowBundleWithSourc
 export async function createPipelineWorkers(options: PipelineWorkerOptions): Promise<PipelineWorkers> {
   const queues = options.taskQueues ?? TASK_QUEUES;
   const activities = withClassifiedFailures(createActivities(options));
-  const bundle = options.workflowBundle ?? (await bundlePipelineWorkflows());
   const common = { connection: options.connection, namespace: options.namespace ?? 'default', identity: options.workerIdentity };
+  const activityPolls = (slots: number) => (options.activityTaskPollers ? { maxConcurrentActivityTaskPolls: Math.min(options.activityTaskPollers, slots) } : {});
+  const workflowSlots = options.maxConcurrentWorkflowTasks ?? DEFAULT_SLOTS.workflowTasks;
+  const provisionSlots = options.maxConcurrentProvisions ?? DEFAULT_SLOTS.provisions;
+  const toolSlots = options.maxConcurrentToolCalls ?? DEFAULT_SLOTS.toolCalls;
+  const policySlots = options.maxConcurrentPolicyCalls ?? DEFAULT_SLOTS.policyCalls;
 
-  const main = await Worker.create({
-    ...common,
-    taskQueue: queues.main,
-    workflowBundle: bundle,
-    activities: { provisionSandbox: activities.provisionSandbox, resolveTask: activities.resolveTask, recordRollout: activities.recordRollout },
-    maxConcurrentWorkflowTaskExecutions: options.maxConcurrentWorkflowTasks ?? 40,
-    // Provisioning heartbeats reach the server every 2 s (not 80% of the heartbeat timeout), so a
-    // provision the workflow stopped waiting for learns it in time to tear its sandbox down.
-    maxHeartbeatThrottleInterval: '2 seconds',
-  });
-  const host = await Worker.create({
-    ...common,
-    taskQueue: hostTaskQueue(options.host),
-    activities: { runTool: activities.runTool, verifyAttempt: activities.verifyAttempt, teardownSandbox: activities.teardownSandbox, reapSandboxes: activities.reapSandboxes },
-    maxConcurrentActivityTaskExecutions: options.maxConcurrentToolCalls ?? 100,
-  });
-  const policy = await Worker.create({
-    ...common,
-    taskQueue: queues.policy,
-    activities: { policyStep: activities.policyStep },
-    maxConcurrentActivityTaskExecutions: options.maxConcurrentPolicyCalls ?? 64,
-    ...(options.policyRatePerSecond ? { maxTaskQueueActivitiesPerSecond: options.policyRatePerSecond } : {}),
-  });
-  const workers = [main, host, policy];
+  const roles = new Set(options.roles ?? WORKER_ROLES);
+  const byQueue: PipelineWorkers['byQueue'] = {};
+  if (roles.has('workflows') || roles.has('provision')) {
+    byQueue.main = await Worker.create({
+      ...common,
+      taskQueue: queues.main,
+      ...(roles.has('workflows')
+        ? {
+            workflowBundle: options.workflowBundle ?? (await bundlePipelineWorkflows()),
+            maxConcurrentWorkflowTaskExecutions: workflowSlots,
+            ...(options.workflowTaskPollers ? { maxConcurrentWorkflowTaskPolls: Math.min(options.workflowTaskPollers, workflowSlots) } : {}),
+            ...(options.maxCachedWorkflows !== undefined ? { maxCachedWorkflows: options.maxCachedWorkflows } : {}),
+          }
+        : {}),
+      ...(roles.has('provision')
+        ? {
+            activities: { provisionSandbox: activities.provisionSandbox, resolveTask: activities.resolveTask, recordRollout: activities.recordRollout },
+            maxConcurrentActivityTaskExecutions: provisionSlots,
+            ...activityPolls(provisionSlots),
+            // Provisioning heartbeats reach the server every 2 s (not 80% of the heartbeat timeout), so a
+            // provision the workflow stopped waiting for learns it in time to tear its sandbox down.
+            maxHeartbeatThrottleInterval: '2 seconds',
+          }
+        : {}),
+    });
+  }
+  if (roles.has('host')) {
+    byQueue.host = await Worker.create({
+      ...common,
+      taskQueue: hostTaskQueue(options.host),
+      activities: { runTool: activities.runTool, verifyAttempt: activities.verifyAttempt, teardownSandbox: activities.teardownSandbox, reapSandboxes: activities.reapSandboxes },
+      maxConcurrentActivityTaskExecutions: toolSlots,
+      ...activityPolls(toolSlots),
+    });
+  }
+  if (roles.has('policy')) {
+    byQueue.policy = await Worker.create({
+      ...common,
+      taskQueue: queues.policy,
+      activities: { policyStep: activities.policyStep },
+      maxConcurrentActivityTaskExecutions: policySlots,
+      ...activityPolls(policySlots),
+      ...(options.policyRatePerSecond ? { maxTaskQueueActivitiesPerSecond: options.policyRatePerSecond } : {}),
+    });
+  }
+  const workers = [byQueue.main, byQueue.host, byQueue.policy].filter((w): w is Worker => w !== undefined);
   return {
     workers,
+    byQueue,
     run: async () => {
       await Promise.all(workers.map((w) => w.run()));
     },

@@ -1,8 +1,10 @@
 /**
  * A scripted OpenAI-compatible chat-completions server on 127.0.0.1: the
  * real wire format (tool_calls with JSON-string arguments, usage, logprobs),
- * answers chosen by a script from the conversation so far, and a fault
- * injector (status codes, refused connections) for the infra tests.
+ * answers chosen by a script from the conversation so far, a fault injector
+ * (status codes, refused connections) for the infra tests, and a per-request
+ * delay that stands in for an inference server's latency (benchmarks).
+ * Shared by the tests and bench/.
  */
 import { createServer, type IncomingMessage, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -23,9 +25,21 @@ export interface ScriptedReply {
 
 export type Script = (request: ChatRequest, turn: number) => ScriptedReply;
 
+export interface ScriptedServerOptions {
+  /** Every answer is sent this long after its request arrived (an inference server's latency). Default 0. */
+  delayMs?: number;
+  /** Keep every request in `requests` (default true; a benchmark of thousands of requests turns it off). */
+  recordRequests?: boolean;
+}
+
 export interface ScriptedOpenAIServer {
   baseUrl: string;
   requests: ChatRequest[];
+  /** Requests answered (or failed on purpose) so far, and the most that were open at once. */
+  stats(): { served: number; inFlight: number; peakInFlight: number };
+  /** Starts counting `served` and `peakInFlight` afresh. */
+  resetStats(): void;
+  setDelayMs(ms: number): void;
   /** The next `count` requests get this status (e.g. 503) instead of an answer. */
   failNext(count: number, status: number, headers?: Record<string, string>): void;
   /** The next request never gets an answer (`hang`), gets 200 with a body that is not JSON, or 200 JSON without choices. */
@@ -43,8 +57,13 @@ async function body(req: IncomingMessage): Promise<string> {
   return Buffer.concat(chunks).toString('utf8');
 }
 
-export async function startScriptedOpenAIServer(script: Script): Promise<ScriptedOpenAIServer> {
+export async function startScriptedOpenAIServer(script: Script, options: ScriptedServerOptions = {}): Promise<ScriptedOpenAIServer> {
   const requests: ChatRequest[] = [];
+  let delayMs = options.delayMs ?? 0;
+  const record = options.recordRequests ?? true;
+  let served = 0;
+  let inFlight = 0;
+  let peakInFlight = 0;
   const failures: ({ status: number; headers: Record<string, string> } | { kind: 'hang' | 'not-json' | 'no-choices' })[] = [];
   let counter = 0;
   const server: Server = createServer((req, res) => {
@@ -54,7 +73,14 @@ export async function startScriptedOpenAIServer(script: Script): Promise<Scripte
         return;
       }
       const request = JSON.parse(await body(req)) as ChatRequest;
-      requests.push(request);
+      if (record) requests.push(request);
+      inFlight++;
+      peakInFlight = Math.max(peakInFlight, inFlight);
+      res.once('close', () => {
+        inFlight--;
+        served++;
+      });
+      if (delayMs > 0) await new Promise((r) => setTimeout(r, delayMs));
       const failure = failures.shift();
       if (failure && 'kind' in failure) {
         if (failure.kind === 'hang') return; // the client's own timeout has to end it
@@ -96,6 +122,14 @@ export async function startScriptedOpenAIServer(script: Script): Promise<Scripte
   return {
     baseUrl: `http://127.0.0.1:${port}/v1`,
     requests,
+    stats: () => ({ served, inFlight, peakInFlight }),
+    resetStats() {
+      served = 0;
+      peakInFlight = inFlight;
+    },
+    setDelayMs(ms) {
+      delayMs = ms;
+    },
     failNext(count, status, headers = {}) {
       for (let i = 0; i < count; i++) failures.push({ status, headers });
     },

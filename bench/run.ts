@@ -1,0 +1,150 @@
+/**
+ * `npm run bench [-- --json] [-- --sections 1,2,3,4] [size flags]`
+ *   --cycles N --alive N       section 1 (default 200, 200)
+ *   --batches 8,32,128         section 2 batch sizes in rollouts (--group-size 8)
+ *   --concurrency 1000         section 3 rollouts at once (groups of --curve-group-size 10)
+ *   --curve 10,100,1000        section 4 concurrencies
+ *   --delay-ms 2000            policy latency of sections 3 and 4
+ *   --setup defaults           worker setup of sections 2-4 (bench/concurrency.ts SETUPS)
+ *   --sweep before,split       more setups to compare in section 3
+ *   --deadline-min 6           a section 3/4 run still open after this is cut off and projected
+ *   --db memory|file           the dev server's SQLite
+ *   --json-file F              also write the JSON object to F (with the tables on stdout)
+ *
+ * How fast the pipeline is and how its cost grows, as ratios and percentiles
+ * against baselines measured in the same run; never a timed assertion.
+ *   1. sandbox lifecycle against fork/exec and bare bubblewrap floors
+ *   2. orchestration overhead: 5-turn rollouts with a zero-latency policy,
+ *      through the real Temporal dev server, against the same work in a bare
+ *      in-process loop; per-rollout p50/p95 and throughput per batch size
+ *   3. concurrency: N rollouts at once with a policy that answers after 2 s,
+ *      on one worker: completion against the ideal, errors, leaks, memory,
+ *      where it saturates (optionally a sweep of worker settings)
+ *   4. scaling curve: cost per rollout as concurrency grows
+ * Every section records the machine and the load average at its start and end.
+ */
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { parseArgs } from 'node:util';
+import { bundlePipelineWorkflows } from '../workers/pipelineWorkers.js';
+import { installRuntime, createLogger } from '../workers/logger.js';
+import { runSandboxLifecycle, formatSandboxLifecycle } from './sandboxLifecycle.js';
+import { runOrchestration, formatOrchestration } from './orchestration.js';
+import { runConcurrency, formatConcurrency, SETUPS, type SetupName } from './concurrency.js';
+import { runScaling, formatScaling } from './scaling.js';
+import { loadAverages } from './procStats.js';
+import { machineFacts } from './stats.js';
+import { createBenchTasks } from './workload.js';
+
+const { values } = parseArgs({
+  options: {
+    json: { type: 'boolean', default: false },
+    'json-file': { type: 'string' },
+    sections: { type: 'string', default: '1,2,3,4' },
+    cycles: { type: 'string', default: '200' },
+    alive: { type: 'string', default: '200' },
+    batches: { type: 'string', default: '8,32,128' },
+    'group-size': { type: 'string', default: '8' },
+    concurrency: { type: 'string', default: '1000' },
+    curve: { type: 'string', default: '10,100,1000' },
+    'curve-group-size': { type: 'string', default: '10' },
+    'delay-ms': { type: 'string', default: '2000' },
+    setup: { type: 'string', default: 'defaults' },
+    sweep: { type: 'string', default: '' },
+    db: { type: 'string', default: 'memory' },
+    'deadline-min': { type: 'string', default: '6' },
+  },
+  strict: true,
+});
+
+const list = (s: string): number[] => s.split(',').filter(Boolean).map(Number);
+const sections = new Set(list(values.sections));
+const log = values.json ? (): void => undefined : (line: string): void => console.log(line);
+const setupNames = (s: string): SetupName[] =>
+  s
+    .split(',')
+    .filter(Boolean)
+    .map((n) => {
+      if (!(n in SETUPS)) throw new Error(`unknown worker setup ${n}; known: ${Object.keys(SETUPS).join(', ')}`);
+      return n as SetupName;
+    });
+if (values.db !== 'memory' && values.db !== 'file') throw new Error('--db is memory or file');
+
+// The bench process is a Temporal client only; keep the SDK's own log lines quiet.
+installRuntime(createLogger('bench'));
+const scratch = mkdtempSync(join(tmpdir(), 'rollout-bench-'));
+const out: Record<string, unknown> = { machine: await machineFacts(), commandLine: process.argv.slice(2).join(' ') };
+log(`rollout-pipeline benchmarks · ${JSON.stringify(out.machine)}`);
+
+async function section<T>(n: number, name: string, run: () => Promise<T>, format: (r: T) => string): Promise<void> {
+  if (!sections.has(n)) return;
+  const loadStart = loadAverages();
+  log('');
+  log(`== ${n}. ${name} (load average at start ${loadStart.join(' ')}) ==`);
+  const startedAt = new Date().toISOString();
+  const result = await run();
+  const loadEnd = loadAverages();
+  out[`section${n}`] = { name, startedAt, loadAverageStart: loadStart, loadAverageEnd: loadEnd, ...result };
+  log(format(result));
+  log(`(load average at end ${loadEnd.join(' ')})`);
+}
+
+try {
+  const maxGroups = Math.max(1, ...list(values.batches).map((b) => Math.ceil(b / Number(values['group-size']))), Math.ceil(Number(values.concurrency) / Number(values['curve-group-size'])), ...list(values.curve).map((c) => Math.ceil(c / Number(values['curve-group-size']))));
+  const taskDirs = createBenchTasks(join(scratch, 'tasks'), maxGroups);
+  let bundleFile = '';
+  const bundle = async (): Promise<string> => {
+    if (!bundleFile) {
+      bundleFile = join(scratch, 'workflow-bundle.json');
+      writeFileSync(bundleFile, JSON.stringify(await bundlePipelineWorkflows()));
+    }
+    return bundleFile;
+  };
+  const ctx = async () => ({ scratch, taskDirs, bundleFile: await bundle(), log });
+  mkdirSync(join(scratch, 'bare'), { recursive: true });
+
+  await section(1, 'sandbox lifecycle (local provider)', () => runSandboxLifecycle({ cycles: Number(values.cycles), alive: Number(values.alive), log }), formatSandboxLifecycle);
+  await section(
+    2,
+    'orchestration overhead (zero-latency policy)',
+    async () => runOrchestration(await ctx(), { batches: list(values.batches), groupSize: Number(values['group-size']), setup: setupNames(values.setup)[0] ?? 'defaults', db: values.db as 'memory' | 'file' }),
+    formatOrchestration,
+  );
+  await section(
+    3,
+    `concurrency (${values.concurrency} rollouts at once, policy latency ${values['delay-ms']} ms)`,
+    async () =>
+      runConcurrency(await ctx(), {
+        concurrency: Number(values.concurrency),
+        groupSize: Number(values['curve-group-size']),
+        delayMs: Number(values['delay-ms']),
+        setups: [...new Set([...setupNames(values.sweep), ...setupNames(values.setup)])],
+        db: values.db as 'memory' | 'file',
+        deadlineMs: Number(values['deadline-min']) * 60_000,
+      }),
+    formatConcurrency,
+  );
+  await section(
+    4,
+    `scaling curve (policy latency ${values['delay-ms']} ms)`,
+    async () =>
+      runScaling(await ctx(), {
+        concurrencies: list(values.curve),
+        groupSize: Number(values['curve-group-size']),
+        delayMs: Number(values['delay-ms']),
+        setup: setupNames(values.setup)[0] ?? 'defaults',
+        db: values.db as 'memory' | 'file',
+        reuse: out.section3 as Parameters<typeof runScaling>[1]['reuse'],
+        deadlineMs: Number(values['deadline-min']) * 60_000,
+      }),
+    formatScaling,
+  );
+  out.finishedAt = new Date().toISOString();
+  out.loadAverageEnd = loadAverages();
+  if (values.json) console.log(JSON.stringify(out, null, 2));
+  if (values['json-file']) writeFileSync(values['json-file'], `${JSON.stringify(out, null, 2)}\n`);
+  log(`\nfinished ${String(out.finishedAt)}, load average ${loadAverages().join(' ')}`);
+} finally {
+  rmSync(scratch, { recursive: true, force: true });
+}

@@ -1,0 +1,176 @@
+/**
+ * Section 1: local sandbox lifecycle latency (provision, exec, teardown) over
+ * N cycles, side by side with floors measured in the same run from the same
+ * process: a plain fork/exec of `true`, and a bare `bwrap ... true`. Then N
+ * sandboxes alive at once, with the memory each idle one costs. Prints
+ * ratios, never asserts a time. Called by `npm run bench:sandbox` and
+ * `npm run bench`.
+ */
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { LocalSandboxProvider } from '../activities/sandbox/local/localSandboxProvider.js';
+import { localHandle, type SandboxHandle } from '../shared/sandbox.js';
+import { summarize, type Summary } from '../shared/stats.js';
+import { memAvailableKb, sandboxProcessMemory } from './procStats.js';
+import { formatTable } from './stats.js';
+
+export interface SandboxLifecycleOptions {
+  cycles: number;
+  alive: number;
+  log?: (line: string) => void;
+}
+
+export interface SandboxLifecycleResult {
+  cycles: number;
+  provision_p50_ms: number;
+  provision_p95_ms: number;
+  provision_p99_ms: number;
+  exec_p50_ms: number;
+  exec_p95_ms: number;
+  exec_p99_ms: number;
+  teardown_p50_ms: number;
+  teardown_p95_ms: number;
+  teardown_p99_ms: number;
+  floor_fork_exec_true_p50_ms: number;
+  floor_fork_exec_true_p95_ms: number;
+  floor_fork_exec_true_p99_ms: number;
+  floor_bwrap_true_p50_ms: number;
+  floor_bwrap_true_p95_ms: number;
+  floor_bwrap_true_p99_ms: number;
+  provision_over_bwrap_floor: number;
+  exec_over_fork_exec_floor: number;
+  teardown_over_fork_exec_floor: number;
+  alive_at_once: number;
+  alive_all_answer_exec: boolean;
+  alive_provision_total_ms: number;
+  alive_teardown_all_concurrently_ms: number;
+  alive_processes_per_sandbox: number;
+  idle_sandbox_pss_kb: number;
+  /** The bwrap process outside each sandbox that waits for its init. */
+  idle_sandbox_launcher_pss_kb: number;
+  idle_sandbox_host_memory_kb: number;
+  leftover_sandboxes: number;
+}
+
+function spawnTimed(argv: string[]): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const started = performance.now();
+    const child = spawn(argv[0] as string, argv.slice(1), { stdio: 'ignore' });
+    child.once('error', reject);
+    child.once('exit', (code) => (code === 0 ? resolve(performance.now() - started) : reject(new Error(`${argv.join(' ')} exited ${code}`))));
+  });
+}
+
+async function floor(argv: string[], n: number): Promise<Summary> {
+  const samples: number[] = [];
+  for (let i = 0; i < n; i++) samples.push(await spawnTimed(argv));
+  return summarize(samples);
+}
+
+const BARE_BWRAP = ['bwrap', '--ro-bind', '/usr', '/usr', '--symlink', 'usr/bin', '/bin', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts', '--proc', '/proc', '--dev', '/dev', '--', '/bin/true'];
+
+export async function runSandboxLifecycle(options: SandboxLifecycleOptions): Promise<SandboxLifecycleResult> {
+  const { cycles, alive: aliveCount } = options;
+  const log = options.log ?? ((): void => undefined);
+  const scratch = mkdtempSync(join(tmpdir(), 'sandbox-bench-'));
+  const environmentDir = join(scratch, 'environment');
+  mkdirSync(environmentDir);
+  writeFileSync(join(environmentDir, 'main.py'), 'print("hello")\n');
+  const provider = new LocalSandboxProvider({ stateRoot: join(scratch, 'state') });
+  const spec = { environmentDir, owner: { workflowId: 'bench', runId: 'bench', attempt: 0 } };
+
+  try {
+    log(`sandbox lifecycle: ${cycles} cycles (3 execs each), then ${aliveCount} alive at once`);
+    const forkExec = await floor(['/bin/true'], cycles);
+    const bareBwrap = await floor(BARE_BWRAP, cycles);
+
+    const provision: number[] = [];
+    const exec: number[] = [];
+    const teardown: number[] = [];
+    for (let i = 0; i < cycles; i++) {
+      let t = performance.now();
+      const { handle } = await provider.provision(spec);
+      provision.push(performance.now() - t);
+      for (let k = 0; k < 3; k++) {
+        t = performance.now();
+        const r = await provider.exec(handle, 'true');
+        exec.push(performance.now() - t);
+        if (r.exitCode !== 0) throw new Error(`exec failed: ${r.stderr}`);
+      }
+      t = performance.now();
+      await provider.teardown(handle);
+      teardown.push(performance.now() - t);
+    }
+    const lifecycle = { provision: summarize(provision), exec: summarize(exec), teardown: summarize(teardown) };
+
+    // Many alive at once: what each idle sandbox costs.
+    const before = memAvailableKb();
+    const alive: SandboxHandle[] = [];
+    const aliveStart = performance.now();
+    for (let i = 0; i < aliveCount; i++) alive.push((await provider.provision(spec)).handle);
+    const aliveProvisionMs = performance.now() - aliveStart;
+    const probe = await Promise.all(alive.slice(0, 10).map((h) => provider.exec(h, 'cat /proc/1/status >/dev/null && echo ok')));
+    const allAnswer = probe.every((r) => r.stdout === 'ok\n');
+    const after = memAvailableKb();
+    const memory = sandboxProcessMemory(alive.map((h) => localHandle(h).pid));
+    const teardownAllStart = performance.now();
+    await Promise.all(alive.map((h) => provider.teardown(h)));
+    const teardownAllMs = performance.now() - teardownAllStart;
+    const leftover = await provider.list();
+
+    return {
+      cycles,
+      provision_p50_ms: lifecycle.provision.p50,
+      provision_p95_ms: lifecycle.provision.p95,
+      provision_p99_ms: lifecycle.provision.p99,
+      exec_p50_ms: lifecycle.exec.p50,
+      exec_p95_ms: lifecycle.exec.p95,
+      exec_p99_ms: lifecycle.exec.p99,
+      teardown_p50_ms: lifecycle.teardown.p50,
+      teardown_p95_ms: lifecycle.teardown.p95,
+      teardown_p99_ms: lifecycle.teardown.p99,
+      floor_fork_exec_true_p50_ms: forkExec.p50,
+      floor_fork_exec_true_p95_ms: forkExec.p95,
+      floor_fork_exec_true_p99_ms: forkExec.p99,
+      floor_bwrap_true_p50_ms: bareBwrap.p50,
+      floor_bwrap_true_p95_ms: bareBwrap.p95,
+      floor_bwrap_true_p99_ms: bareBwrap.p99,
+      provision_over_bwrap_floor: lifecycle.provision.p50 / bareBwrap.p50,
+      exec_over_fork_exec_floor: lifecycle.exec.p50 / forkExec.p50,
+      teardown_over_fork_exec_floor: lifecycle.teardown.p50 / forkExec.p50,
+      alive_at_once: aliveCount,
+      alive_all_answer_exec: allAnswer,
+      alive_provision_total_ms: aliveProvisionMs,
+      alive_teardown_all_concurrently_ms: teardownAllMs,
+      alive_processes_per_sandbox: memory.processes / Math.max(1, memory.sandboxes),
+      idle_sandbox_pss_kb: memory.pssKb / Math.max(1, memory.sandboxes),
+      idle_sandbox_launcher_pss_kb: memory.launcherPssKb / Math.max(1, memory.sandboxes),
+      idle_sandbox_host_memory_kb: (before - after) / Math.max(1, aliveCount),
+      leftover_sandboxes: leftover.length,
+    };
+  } finally {
+    for (const record of await provider.list()) await provider.teardown(record.id).catch(() => undefined);
+    rmSync(scratch, { recursive: true, force: true });
+  }
+}
+
+export function formatSandboxLifecycle(r: SandboxLifecycleResult): string {
+  return [
+    formatTable(
+      ['operation', 'p50 ms', 'p95 ms', 'p99 ms', 'p50 / floor'],
+      [
+        ['floor: fork/exec true', r.floor_fork_exec_true_p50_ms, r.floor_fork_exec_true_p95_ms, r.floor_fork_exec_true_p99_ms, '1.00'],
+        ['floor: bwrap ... true', r.floor_bwrap_true_p50_ms, r.floor_bwrap_true_p95_ms, r.floor_bwrap_true_p99_ms, '1.00'],
+        ['provision', r.provision_p50_ms, r.provision_p95_ms, r.provision_p99_ms, `${r.provision_over_bwrap_floor.toFixed(2)} x bwrap`],
+        ['exec true', r.exec_p50_ms, r.exec_p95_ms, r.exec_p99_ms, `${r.exec_over_fork_exec_floor.toFixed(2)} x fork/exec`],
+        ['teardown', r.teardown_p50_ms, r.teardown_p95_ms, r.teardown_p99_ms, `${r.teardown_over_fork_exec_floor.toFixed(2)} x fork/exec`],
+      ],
+    ),
+    '',
+    `${r.alive_at_once} sandboxes alive at once: provisioned one after another in ${r.alive_provision_total_ms.toFixed(0)} ms, all answer exec: ${r.alive_all_answer_exec}`,
+    `  per idle sandbox: ${r.alive_processes_per_sandbox.toFixed(1)} processes inside, PSS ${r.idle_sandbox_pss_kb.toFixed(0)} KiB (+ ${r.idle_sandbox_launcher_pss_kb.toFixed(0)} KiB for the bwrap outside that waits for it), host MemAvailable drop ${r.idle_sandbox_host_memory_kb.toFixed(0)} KiB`,
+    `  concurrent teardown of all: ${r.alive_teardown_all_concurrently_ms.toFixed(0)} ms; sandboxes left: ${r.leftover_sandboxes}`,
+  ].join('\n');
+}
