@@ -27,7 +27,7 @@ import { OpenAIPolicy } from './policies/openaiPolicy.js';
 import type { PolicyClient } from './policies/policyClient.js';
 import { ScriptedPolicy } from './policies/scriptedPolicy.js';
 import type { RolloutRecord, TrajectoryStore } from './store/trajectoryStore.js';
-import { loadTask } from './tasks/loadTask.js';
+import { TaskCache } from './tasks/taskCache.js';
 import { sandboxSpecForTask } from './tasks/sandboxSpecForTask.js';
 import { verifyCleanRoom, verifyInPlace } from './verifier/runVerifier.js';
 
@@ -125,8 +125,8 @@ export interface VerifyOutput {
   verifyMs: number;
 }
 
-function loadSubmittedTask(ref: TaskRef): LoadedTask {
-  const task = loadTask(ref.dir);
+function loadSubmittedTask(tasks: TaskCache, ref: TaskRef): LoadedTask {
+  const task = tasks.load(ref.dir);
   if (task.version !== ref.version) {
     throw new ClassifiedError('task', 'invalid_spec', `${ref.dir}: the task changed since the batch was submitted (version ${ref.version.slice(0, 12)} → ${task.version.slice(0, 12)}). Fix: resubmit the batch, or restore the task files`);
   }
@@ -151,13 +151,15 @@ export function createActivities(deps: ActivityDeps) {
       deps.logger.warn({ error: String(err) }, 'cannot count sandboxes for the sandboxes-alive metric');
     }
   };
+  // Provisioning, every policy step and verification check the task's version; the cache spares them re-reading it.
+  const tasks = new TaskCache();
   const policyClient =
     deps.policyClient ?? ((config: ResolvedPolicyConfig): PolicyClient => (config.kind === 'scripted' ? new ScriptedPolicy(config.script) : new OpenAIPolicy(config)));
 
   return {
     /** Pins a task named by its directory to its id and current version (content hash). */
     resolveTask: async (request: TaskRequest): Promise<TaskRef> => {
-      const task = loadTask(request.dir);
+      const task = tasks.load(request.dir);
       if (request.id !== undefined && request.id !== task.id) {
         throw new ClassifiedError('task', 'invalid_spec', `${request.dir}: the task id is the directory name ${task.id}, not ${request.id}. Fix: drop task.id or rename the directory`);
       }
@@ -168,7 +170,7 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     provisionSandbox: async (input: ProvisionInput): Promise<ProvisionOutput> => {
-      const task = loadSubmittedTask(input.group.task);
+      const task = loadSubmittedTask(tasks, input.group.task);
       const spec = sandboxSpecForTask(
         task,
         { workflowId: input.workflowId, runId: input.runId, attempt: input.attempt },
@@ -224,7 +226,7 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     policyStep: async (input: PolicyStepInput): Promise<PolicyStepOutput> => {
-      const task = loadSubmittedTask(input.task);
+      const task = loadSubmittedTask(tasks, input.task);
       const messages = await loadConversation(deps.store, input.trajectoryRef, input.attempt, input.turn);
       const model = input.policy.kind === 'scripted' ? `scripted:${input.policy.script}` : input.policy.model;
       const log = activityLog(deps.logger, input);
@@ -274,7 +276,7 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     verifyAttempt: async (input: VerifyInput): Promise<VerifyOutput> => {
-      const task = loadSubmittedTask(input.group.task);
+      const task = loadSubmittedTask(tasks, input.group.task);
       const started = performance.now();
       const outcome = await withHeartbeats(() =>
         input.group.verifyMode === 'clean-room'

@@ -10,6 +10,7 @@
  *   --deadline-min 6           a section 3/4 run still open after this is cut off and projected
  *   --db memory|file           the dev server's SQLite
  *   --json-file F              also write the JSON object to F (with the tables on stdout)
+ *   --task-files 1,2000,10000  section 5 sizes of environment/ in files (10 KiB each)
  *
  * How fast the pipeline is and how its cost grows, as ratios and percentiles
  * against baselines measured in the same run; never a timed assertion.
@@ -21,6 +22,8 @@
  *      on one worker: completion against the ideal, errors, leaks, memory,
  *      where it saturates (optionally a sweep of worker settings)
  *   4. scaling curve: cost per rollout as concurrency grows
+ *   5. task version check per activity call, by task size: loadTask against
+ *      the activities' task cache
  * Every section records the machine and the load average at its start and end.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -33,6 +36,7 @@ import { runSandboxLifecycle, formatSandboxLifecycle } from './sandboxLifecycle.
 import { runOrchestration, formatOrchestration } from './orchestration.js';
 import { runConcurrency, formatConcurrency, SETUPS, type SetupName } from './concurrency.js';
 import { runScaling, formatScaling } from './scaling.js';
+import { runTaskLoading, formatTaskLoading } from './taskLoading.js';
 import { loadAverages } from './procStats.js';
 import { machineFacts } from './stats.js';
 import { createBenchTasks } from './workload.js';
@@ -41,7 +45,7 @@ const { values } = parseArgs({
   options: {
     json: { type: 'boolean', default: false },
     'json-file': { type: 'string' },
-    sections: { type: 'string', default: '1,2,3,4' },
+    sections: { type: 'string', default: '1,2,3,4,5' },
     cycles: { type: 'string', default: '200' },
     alive: { type: 'string', default: '200' },
     batches: { type: 'string', default: '8,32,128' },
@@ -54,6 +58,7 @@ const { values } = parseArgs({
     sweep: { type: 'string', default: '' },
     db: { type: 'string', default: 'memory' },
     'deadline-min': { type: 'string', default: '6' },
+    'task-files': { type: 'string', default: '1,2000,10000' },
   },
   strict: true,
 });
@@ -139,6 +144,12 @@ try {
         deadlineMs: Number(values['deadline-min']) * 60_000,
       }),
     formatScaling,
+  );
+  await section(
+    5,
+    'task version check per activity call',
+    () => runTaskLoading({ scratch, sizes: list(values['task-files']).map((files) => ({ files, bytesPerFile: 10 * 1024 })), calls: 30 }),
+    formatTaskLoading,
   );
   out.finishedAt = new Date().toISOString();
   out.loadAverageEnd = loadAverages();
