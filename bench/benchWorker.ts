@@ -21,6 +21,7 @@ import { NativeConnection, Runtime, type WorkflowBundleWithSourceMap } from '@te
 import { pipelineMetrics } from '../activities/pipelineMetrics.js';
 import { temporalOwnerStatus } from '../activities/reaper/temporalOwnerStatus.js';
 import { LocalSandboxProvider } from '../activities/sandbox/local/localSandboxProvider.js';
+import type { SpawnVia } from '../activities/sandbox/local/sandboxSpawner.js';
 import { FsTrajectoryStore } from '../activities/store/fsTrajectoryStore.js';
 import type { ProvisionResult, SandboxSpec } from '../shared/sandbox.js';
 import { createLogger, installRuntime } from '../workers/logger.js';
@@ -36,6 +37,8 @@ export type WorkerTuning = Pick<
 export interface WorkerSetup {
   tuning: WorkerTuning;
   processes?: WorkerRole[][];
+  /** Where the local provider spawns sandbox commands (default: its own default, the spawn broker). */
+  sandboxSpawn?: SpawnVia;
 }
 
 export interface BenchWorkerConfig {
@@ -50,6 +53,7 @@ export interface BenchWorkerConfig {
   metricsPort?: number;
   roles: WorkerRole[];
   tuning: WorkerTuning;
+  sandboxSpawn?: SpawnVia;
 }
 
 type Gauge = 'workflowActivations' | 'cachedWorkflows' | 'provisions' | 'hostActivities' | 'policyActivities';
@@ -106,7 +110,7 @@ installRuntime(logger, config.metricsPort ? { metricsAddress: `127.0.0.1:${confi
 const connection = await NativeConnection.connect({ address: config.address });
 const clientConnection = await Connection.connect({ address: config.address });
 const client = new Client({ connection: clientConnection });
-const provider = new RecordingProvider({ stateRoot: config.sandboxRoot });
+const provider = new RecordingProvider({ stateRoot: config.sandboxRoot, ...(config.sandboxSpawn ? { spawnVia: config.sandboxSpawn } : {}) });
 const store = new FsTrajectoryStore(join(config.dataDir, 'trajectories'));
 const workers = await createPipelineWorkers({
   connection,

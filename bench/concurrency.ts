@@ -22,12 +22,15 @@ import { benchPolicy, startBenchPolicyServer, TURNS } from './workload.js';
 /**
  * Worker settings the benchmark compares, each a run of its own. `before`
  * spells out the defaults createPipelineWorkers had before issue 7, in one
- * process; `defaults` is whatever it defaults to now.
+ * process, sandbox commands spawned by the worker itself; `defaults` is
+ * whatever it defaults to now.
  */
 const BEFORE = { maxConcurrentWorkflowTasks: 40, maxConcurrentProvisions: 100, maxConcurrentToolCalls: 100, maxConcurrentPolicyCalls: 64 };
 export const SETUPS = {
-  before: { tuning: BEFORE },
+  before: { tuning: BEFORE, sandboxSpawn: 'worker' },
   defaults: { tuning: {} },
+  /** Today's defaults, but every sandbox command forked from the worker process (no spawn broker). */
+  'spawn-in-worker': { tuning: {}, sandboxSpawn: 'worker' },
   /** Workflows in one process; provisioning, tool calls, verify, teardown and policy calls in another. */
   split: { tuning: {}, processes: [['workflows'], ['provision', 'host', 'policy']] },
   /** More workflow task slots and pollers (the workflow task backlog grows at the start of a big batch). */
@@ -195,7 +198,7 @@ export function formatConcurrency(r: ConcurrencyResult): string {
   ];
   lines.push('', formatBreakdowns(r.runs.map((x) => [x.setup, x.run])));
   for (const x of r.runs) {
-    lines.push('', `${x.setup} (${JSON.stringify(x.settings.tuning)}, processes ${processLayout(x.settings)}): held back by`);
+    lines.push('', `${x.setup} (${JSON.stringify(x.settings.tuning)}, processes ${processLayout(x.settings)}, sandbox commands spawned by the ${x.settings.sandboxSpawn ?? 'broker'}): held back by`);
     for (const l of x.limits) lines.push(`  - ${l}`);
     if (x.run.errors > 0) lines.push(`  errors: ${JSON.stringify(x.run.errorTypes)}`);
   }

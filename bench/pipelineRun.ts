@@ -209,7 +209,7 @@ export async function runPipelineBatch(env: PipelineEnv, spec: PipelineRunSpec, 
     for (const [i, roles] of processes.entries()) {
       const metricsPort = await freePort();
       metricsPorts.push(metricsPort);
-      const config: BenchWorkerConfig = { address: server.address, taskQueues: queues, hostId, sandboxRoot, dataDir: join(runDir, 'data'), bundleFile: env.bundleFile, metricsPort, roles, tuning: spec.setup.tuning };
+      const config: BenchWorkerConfig = { address: server.address, taskQueues: queues, hostId, sandboxRoot, dataDir: join(runDir, 'data'), bundleFile: env.bundleFile, metricsPort, roles, tuning: spec.setup.tuning, ...(spec.setup.sandboxSpawn ? { sandboxSpawn: spec.setup.sandboxSpawn } : {}) };
       children.push(await startWorker(config, join(runDir, `worker-${i}.log`)));
     }
     const pids = children.map((c) => c.pid as number);

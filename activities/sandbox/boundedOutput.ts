@@ -24,6 +24,11 @@ export class BoundedOutput {
     this.kept += slice.length;
   }
 
+  /** The stream's full length when another process did the counting and sent only the kept bytes. */
+  countUnkept(totalBytes: number): void {
+    this.total = Math.max(this.total, totalBytes);
+  }
+
   get truncated(): boolean {
     return this.total > this.kept;
   }

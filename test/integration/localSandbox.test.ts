@@ -6,16 +6,18 @@
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
+import { SPAWN_VIA } from '../../activities/sandbox/local/sandboxSpawner.js';
 import { localHandle, type SandboxSpec } from '../../shared/sandbox.js';
 import { sandboxConformanceSuite, type ConformanceTarget } from '../conformance/sandboxConformance.js';
 import { LocalSandboxInspector } from '../helpers/localSandboxInspector.js';
+import { eventually } from '../helpers/eventually.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const scratch = mkdtempSync(join(tmpdir(), 'local-sandbox-test-'));
@@ -61,6 +63,28 @@ const target = (): ConformanceTarget => ({
 });
 
 sandboxConformanceSuite('local', target);
+
+const cmdline = (pid: number): string => {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').replaceAll('\0', ' ');
+  } catch {
+    return '';
+  }
+};
+function childrenOf(parent: number): number[] {
+  return readdirSync('/proc')
+    .map(Number)
+    .filter((pid) => {
+      if (!Number.isInteger(pid)) return false;
+      try {
+        const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+        return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]) === parent;
+      } catch {
+        return false;
+      }
+    });
+}
+const brokersOf = (parent: number): number[] => childrenOf(parent).filter((pid) => cmdline(pid).includes('spawnBroker.ts'));
 
 describe('local sandbox provider', { timeout: 300_000 }, () => {
   test('a host-network sandbox can reach host ports (the opt-in works, so the default really isolates)', async () => {
@@ -179,23 +203,64 @@ describe('local sandbox provider', { timeout: 300_000 }, () => {
     assert.deepEqual(await inspector.leftovers(handle), { processes: [], mounts: [], directories: [], other: [] });
   });
 
-  test('output written before a command exits is never lost, even when the worker is too busy to read it in time', async () => {
+  for (const via of SPAWN_VIA) {
+    test(`output written before a command exits is never lost, even when the worker is too busy to read it in time (spawned by the ${via})`, async () => {
+      const busyProvider = new LocalSandboxProvider({ stateRoot, spawnVia: via });
+      const { handle } = await busyProvider.provision(spec());
+      // Block the event loop for 60 ms out of every 70 while commands run and exit.
+      const busy = setInterval(() => {
+        const until = Date.now() + 60;
+        while (Date.now() < until);
+      }, 10);
+      try {
+        await busyProvider.writeFile(handle, '/app/reward.txt', '1\n');
+        const reads = await Promise.all(Array.from({ length: 40 }, () => busyProvider.readFile(handle, '/app/reward.txt')));
+        const execs = await Promise.all(Array.from({ length: 20 }, (_, i) => busyProvider.exec(handle, `echo line-${i}`)));
+        assert.deepEqual(reads.map((b) => Buffer.from(b).toString()), Array.from({ length: 40 }, () => '1\n'));
+        assert.deepEqual(execs.map((r) => r.stdout), Array.from({ length: 20 }, (_, i) => `line-${i}\n`));
+        const big = await busyProvider.exec(handle, 'head -c 300000 /dev/zero | tr "\\0" x', { maxOutputBytes: 1000 });
+        assert.equal(big.stdoutTruncated, true);
+        assert.match(big.stdout, /^x{1000}\n\[output truncated: 300000 bytes in total, the first 1000 kept\]$/);
+      } finally {
+        clearInterval(busy);
+        await busyProvider.teardown(handle);
+      }
+    });
+  }
+
+  test('sandbox commands are forked by the spawn broker, a small process, not by the worker', async () => {
     const { handle } = await provider.provision(spec());
-    // Block the event loop for 60 ms out of every 70 while commands run and exit.
-    const busy = setInterval(() => {
-      const until = Date.now() + 60;
-      while (Date.now() < until);
-    }, 10);
+    inspector.track(handle);
     try {
-      await provider.writeFile(handle, '/app/reward.txt', '1\n');
-      const reads = await Promise.all(Array.from({ length: 40 }, () => provider.readFile(handle, '/app/reward.txt')));
-      const execs = await Promise.all(Array.from({ length: 20 }, (_, i) => provider.exec(handle, `echo line-${i}`)));
-      assert.deepEqual(reads.map((b) => Buffer.from(b).toString()), Array.from({ length: 40 }, () => '1\n'));
-      assert.deepEqual(execs.map((r) => r.stdout), Array.from({ length: 20 }, (_, i) => `line-${i}\n`));
+      const running = provider.exec(handle, 'sleep 3; echo done');
+      await eventually(async () => brokersOf(process.pid).length, (n) => n === 1, 'a spawn broker runs beside this process', 10_000);
+      const [broker] = brokersOf(process.pid) as [number];
+      await eventually(async () => childrenOf(broker).length, (n) => n > 0, 'the running command is a child of the broker', 10_000);
+      assert.ok(!childrenOf(process.pid).some((c) => !brokersOf(process.pid).includes(c) && /nsenter|rollout-join-cgroup/.test(cmdline(c))), 'nothing was forked from this process');
+      assert.equal((await running).stdout, 'done\n');
     } finally {
-      clearInterval(busy);
       await provider.teardown(handle);
     }
+    assert.deepEqual(await inspector.leftovers(handle), { processes: [], mounts: [], directories: [], other: [] });
+  });
+
+  test('a broker that dies mid-command fails that command as infra/exec_transport; the next command gets a new broker', async () => {
+    const { handle } = await provider.provision(spec());
+    inspector.track(handle);
+    try {
+      await provider.exec(handle, 'true');
+      const [broker] = brokersOf(process.pid) as [number];
+      const running = provider.exec(handle, 'sleep 30');
+      await eventually(async () => childrenOf(broker).length, (n) => n > 0, 'the command runs', 10_000);
+      process.kill(broker, 'SIGKILL');
+      await assert.rejects(running, (err: Error) => err.name === 'infra/exec_transport' && /spawn broker .* exited \(SIGKILL\)/.test(err.message));
+      const again = await provider.exec(handle, 'echo ok; ps -eo args | grep -c "^sleep 30"');
+      assert.equal(again.stdout, 'ok\n1\n', 'a new broker ran it; the lost command still runs in the sandbox until teardown');
+      assert.notEqual(brokersOf(process.pid)[0], broker);
+    } finally {
+      await provider.teardown(handle);
+    }
+    assert.deepEqual(await inspector.leftovers(handle), { processes: [], mounts: [], directories: [], other: [] });
   });
 
   test('a bad spec names the field and the fix', async () => {

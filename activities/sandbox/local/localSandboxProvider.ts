@@ -44,6 +44,7 @@ import { cgroupPids, createSandboxCgroup, killCgroupProcesses, removeCgroups, ty
 import { checkHostCapabilities, DEFAULT_HOST_PROGRAMS, type HostPrograms } from './hostCapabilities.js';
 import { innermostPid, isSameProcess, namespaceOf, processesInNamespace, processStartTime } from './procfs.js';
 import { SandboxRegistry, type StoredRecord } from './sandboxRegistry.js';
+import { createSandboxSpawner, SPAWN_VIA, type SandboxSpawner, type SpawnVia } from './sandboxSpawner.js';
 
 export interface LocalSandboxProviderOptions {
   /** Where sandbox state directories and records live. */
@@ -58,39 +59,20 @@ export interface LocalSandboxProviderOptions {
   /** Largest file writeFile accepts and readFile returns by default. */
   maxFileBytes?: number;
   provisionTimeoutMs?: number;
+  /**
+   * Where sandbox commands are spawned: 'broker' (default), a small process forked on first use, so a
+   * spawn does not fork this whole worker; 'worker', this process. Env ROLLOUT_SANDBOX_SPAWN.
+   */
+  spawnVia?: SpawnVia;
 }
 
 export const DEFAULT_STATE_ROOT = '/var/lib/rollout-pipeline/sandboxes';
 const SANDBOX_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
-/**
- * After the command exits, reads its pipes to the end. A background process it
- * started may hold them open forever, so reading stops once they have been
- * idle for OUTPUT_IDLE_MS, checked only after the event loop has polled the
- * pipes (setImmediate), so output already written is never dropped however
- * busy the worker is.
- */
-const OUTPUT_IDLE_MS = 100;
-const OUTPUT_DRAIN_CAP_MS = 5_000;
-
-async function drainAfterExit(...streams: Readable[]): Promise<void> {
-  let lastData = Date.now();
-  const onData = (): void => {
-    lastData = Date.now();
-  };
-  for (const s of streams) s.on('data', onData);
-  const closed = Promise.all(streams.map((s) => new Promise((r) => (s.readableEnded || s.destroyed ? r(null) : s.once('close', r)))));
-  let isClosed = false;
-  void closed.then(() => (isClosed = true));
-  const started = Date.now();
-  while (!isClosed && Date.now() - started < OUTPUT_DRAIN_CAP_MS) {
-    await Promise.race([closed, new Promise((r) => setTimeout(r, 25))]);
-    await new Promise((r) => setImmediate(r));
-    if (!isClosed && Date.now() - lastData >= OUTPUT_IDLE_MS) break;
-  }
-  for (const s of streams) {
-    s.off('data', onData);
-    s.destroy();
-  }
+function spawnViaFromEnv(): SpawnVia {
+  const value = process.env.ROLLOUT_SANDBOX_SPAWN;
+  if (value === undefined || value === '') return 'broker';
+  if ((SPAWN_VIA as readonly string[]).includes(value)) return value as SpawnVia;
+  throw new Error(`ROLLOUT_SANDBOX_SPAWN=${JSON.stringify(value)}: use one of ${SPAWN_VIA.join(', ')} (or unset it for broker)`);
 }
 
 /** Grace between SIGTERM and SIGKILL for a command that ran out of time. */
@@ -175,8 +157,10 @@ export class LocalSandboxProvider implements SandboxProvider {
   private readonly host = hostname();
   private readonly etcDir: string;
   private capabilitiesChecked = false;
+  private readonly spawner: SandboxSpawner;
 
   constructor(options: LocalSandboxProviderOptions = {}) {
+    this.spawner = createSandboxSpawner(options.spawnVia ?? spawnViaFromEnv());
     this.registry = new SandboxRegistry(options.stateRoot ?? process.env.ROLLOUT_SANDBOX_ROOT ?? DEFAULT_STATE_ROOT);
     this.programs = { ...DEFAULT_HOST_PROGRAMS, ...options.programs };
     this.cgroupRoot = options.cgroupRoot ?? '/sys/fs/cgroup';
@@ -429,30 +413,37 @@ export class LocalSandboxProvider implements SandboxProvider {
     options.signal?.throwIfAborted();
     const argv = this.enterArgv(h, inner);
     const started = performance.now();
-    const child = spawn(argv[0] as string, argv.slice(1), {
-      stdio: ['pipe', 'pipe', 'pipe'],
-      detached: true,
-      env: {
-        PATH: SANDBOX_PATH,
-        HOME: '/root',
-        USER: 'root',
-        LANG: 'C.UTF-8',
-        TERM: 'dumb',
-        ...options.env,
-        ...(h.cgroupProcFiles.length > 0 ? { ROLLOUT_CGROUP_PROCS: h.cgroupProcFiles.join(' ') } : {}),
-      },
-    });
     const stdout = new BoundedOutput(options.maxOutputBytes);
     const stderr = new BoundedOutput(options.maxOutputBytes);
-    stdout.attach(child.stdout);
-    stderr.attach(child.stderr);
-    child.stdin.on('error', () => undefined); // the command may exit without reading its stdin
-    child.stdin.end(options.stdin ?? '');
+    const command = this.spawner.spawn(
+      {
+        file: argv[0] as string,
+        args: argv.slice(1),
+        env: {
+          PATH: SANDBOX_PATH,
+          HOME: '/root',
+          USER: 'root',
+          LANG: 'C.UTF-8',
+          TERM: 'dumb',
+          ...options.env,
+          ...(h.cgroupProcFiles.length > 0 ? { ROLLOUT_CGROUP_PROCS: h.cgroupProcFiles.join(' ') } : {}),
+        },
+        stdin: options.stdin === undefined ? null : typeof options.stdin === 'string' ? Buffer.from(options.stdin, 'utf8') : options.stdin,
+        maxOutputBytes: options.maxOutputBytes,
+      },
+      (stream, chunk) => (stream === 'stdout' ? stdout : stderr).push(chunk),
+    );
+    let pid: number;
+    try {
+      pid = await command.started;
+    } catch (err) {
+      throw sandboxError('exec_transport', `cannot enter sandbox ${h.id}: ${err instanceof Error ? err.message : String(err)}`, err);
+    }
 
     let timedOut = false;
     const signalGroup = (signal: NodeJS.Signals): void => {
       try {
-        if (child.pid !== undefined) process.kill(-child.pid, signal);
+        process.kill(-pid, signal);
       } catch {
         // the group is already gone
       }
@@ -464,25 +455,30 @@ export class LocalSandboxProvider implements SandboxProvider {
       killTimer = setTimeout(() => signalGroup('SIGKILL'), KILL_AFTER_MS);
     }, options.timeoutMs);
     const onAbort = (): void => signalGroup('SIGKILL');
-    options.signal?.addEventListener('abort', onAbort, { once: true });
-    if (keyFile && child.pid !== undefined) {
+    if (options.signal?.aborted) onAbort();
+    else options.signal?.addEventListener('abort', onAbort, { once: true });
+    if (keyFile) {
       mkdirSync(dirname(keyFile), { recursive: true });
-      writeFileSync(keyFile, `${child.pid} ${processStartTime(child.pid) ?? ''}\n`);
+      writeFileSync(keyFile, `${pid} ${processStartTime(pid) ?? ''}\n`);
     }
 
-    const exitCode = await new Promise<number>((resolve, reject) => {
-      child.once('error', (err) => reject(sandboxError('exec_transport', `cannot enter sandbox ${h.id}: ${err.message}`, err)));
-      child.once('exit', (code, signal) => {
-        void drainAfterExit(child.stdout, child.stderr).then(() => {
-          resolve(code ?? 128 + (signal ? osConstants.signals[signal] : 0));
-        });
+    const exitCode = await command.exit
+      .then(
+        ({ code, signal, totalBytes }) => {
+          stdout.countUnkept(totalBytes.stdout);
+          stderr.countUnkept(totalBytes.stderr);
+          return code ?? 128 + (signal ? osConstants.signals[signal] : 0);
+        },
+        (err: unknown) => {
+          throw sandboxError('exec_transport', `sandbox ${h.id}: lost the command: ${err instanceof Error ? err.message : String(err)}`, err);
+        },
+      )
+      .finally(() => {
+        clearTimeout(timeoutTimer);
+        if (killTimer) clearTimeout(killTimer);
+        options.signal?.removeEventListener('abort', onAbort);
+        if (keyFile) rmSync(keyFile, { force: true });
       });
-    }).finally(() => {
-      clearTimeout(timeoutTimer);
-      if (killTimer) clearTimeout(killTimer);
-      options.signal?.removeEventListener('abort', onAbort);
-      if (keyFile) rmSync(keyFile, { force: true });
-    });
     options.signal?.throwIfAborted();
     if (timedOut) signalGroup('SIGKILL'); // stragglers of the timed-out group that outlived its leader
     return { exitCode, stdout, stderr, durationMs: performance.now() - started, timedOut };
