@@ -22,7 +22,7 @@ import { sandboxSpecForTask } from '../activities/tasks/sandboxSpecForTask.js';
 import { verifyInPlace } from '../activities/verifier/runVerifier.js';
 import { OpenAIPolicySchema, type PolicyConfig } from '../shared/pipeline.js';
 import { TOOL_SCHEMAS, type ChatMessage } from '../shared/tools.js';
-import { cpuDelta, processCpu, type CpuTimes } from './procStats.js';
+import { cpuDelta, processTreeCpu, type CpuTimes } from './procStats.js';
 
 export interface BareRollout {
   totalMs: number;
@@ -120,7 +120,7 @@ async function bareRollout(options: BareOptions, index: number): Promise<BareRol
 
 /** Runs `count` rollouts at once (or `concurrency` at a time) and times the batch. */
 export async function runBareBatch(options: BareOptions, count: number, concurrency = count): Promise<BareBatch> {
-  const cpuBefore = processCpu('self');
+  const cpuBefore = processTreeCpu('self');
   const started = performance.now();
   const rollouts: BareRollout[] = new Array<BareRollout>(count);
   let next = 0;
@@ -132,5 +132,5 @@ export async function runBareBatch(options: BareOptions, count: number, concurre
       }
     }),
   );
-  return { rollouts, wallMs: performance.now() - started, cpu: cpuDelta(processCpu('self'), cpuBefore) };
+  return { rollouts, wallMs: performance.now() - started, cpu: cpuDelta(processTreeCpu('self'), cpuBefore) };
 }

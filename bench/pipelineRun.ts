@@ -29,7 +29,7 @@ import { freePort, startDevServer } from '../workers/temporalDevServer.js';
 import { WORKER_ROLES, type WorkerRole } from '../workers/pipelineWorkers.js';
 import type { BenchWorkerConfig, BenchWorkerReport, WorkerSetup } from './benchWorker.js';
 import { historyBreakdown, type RolloutBreakdown } from './historyBreakdown.js';
-import { busyShare, cpuDelta, machineCpu, memAvailableKb, processCpu, processMemoryKb, sandboxProcessMemory, type CpuTimes } from './procStats.js';
+import { busyShare, cpuDelta, machineCpu, memAvailableKb, processCpu, processMemoryKb, processTreeCpu, sandboxProcessMemory, type CpuTimes } from './procStats.js';
 
 const WORKER_ENTRY = fileURLToPath(new URL('./benchWorker.ts', import.meta.url));
 
@@ -253,7 +253,7 @@ export async function runPipelineBatch(env: PipelineEnv, spec: PipelineRunSpec, 
         .finally(() => (sampling = false));
     }, 1000);
 
-    const cpu0 = { workers: pids.map((p) => processCpu(p)), server: processCpu(server.pid), bench: processCpu('self'), machine: machineCpu() };
+    const cpu0 = { workers: pids.map((p) => processTreeCpu(p)), server: processCpu(server.pid), bench: processCpu('self'), machine: machineCpu() };
     log(`  ${spec.label}: ${spec.groups} groups × ${spec.groupSize} = ${rollouts} rollouts, db ${spec.db}, workers ${JSON.stringify(spec.setup)}`);
     env.policyServer?.resetStats();
     const started = Date.now();
@@ -281,7 +281,7 @@ export async function runPipelineBatch(env: PipelineEnv, spec: PipelineRunSpec, 
       await collected;
     }
     const wallMs = Date.now() - started;
-    const cpu1 = { workers: pids.map((p) => processCpu(p)), server: processCpu(server.pid), bench: processCpu('self'), machine: machineCpu() };
+    const cpu1 = { workers: pids.map((p) => processTreeCpu(p)), server: processCpu(server.pid), bench: processCpu('self'), machine: machineCpu() };
     clearInterval(sampler);
     sampler = undefined;
 

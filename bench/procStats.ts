@@ -64,6 +64,41 @@ export function processCpu(pid: number | 'self'): CpuTimes {
   }
 }
 
+/**
+ * CPU of a process and everything it started: its own time as selfMs; as
+ * childrenMs the children it reaped plus, for every live descendant (the
+ * spawn broker, sandbox launchers), that process's own and reaped time. The
+ * sandbox commands the spawn broker starts are its children, not the
+ * worker's, so the worker's cutime alone would miss them.
+ */
+export function processTreeCpu(pid: number | 'self'): CpuTimes {
+  const root = pid === 'self' ? process.pid : pid;
+  const children = new Map<number, number[]>();
+  for (const entry of readdirSync('/proc')) {
+    const p = Number(entry);
+    if (!Number.isInteger(p)) continue;
+    try {
+      const stat = readFileSync(`/proc/${p}/stat`, 'utf8');
+      // tsx's esbuild service is a child of every TypeScript process here; it is not the pipeline's work.
+      if (stat.includes('(esbuild)')) continue;
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      children.set(ppid, [...(children.get(ppid) ?? []), p]);
+    } catch {
+      // gone
+    }
+  }
+  const own = processCpu(root);
+  let childrenMs = own.childrenMs;
+  const stack = [...(children.get(root) ?? [])];
+  while (stack.length > 0) {
+    const p = stack.pop() as number;
+    const t = processCpu(p);
+    childrenMs += t.selfMs + t.childrenMs;
+    stack.push(...(children.get(p) ?? []));
+  }
+  return { selfMs: own.selfMs, childrenMs };
+}
+
 export function cpuDelta(after: CpuTimes, before: CpuTimes): CpuTimes {
   return { selfMs: after.selfMs - before.selfMs, childrenMs: after.childrenMs - before.childrenMs };
 }
