@@ -84,6 +84,24 @@ function childrenOf(parent: number): number[] {
       }
     });
 }
+function parentOf(pid: number): number {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+  } catch {
+    return 0;
+  }
+}
+function ancestorsOf(pid: number): number[] {
+  const out: number[] = [];
+  for (let p = parentOf(pid); p > 1; p = parentOf(p)) out.push(p);
+  return out;
+}
+/** Host pids of the bash that runs `command` inside a sandbox (exec passes the command as an argument). */
+const processesRunning = (command: string): number[] =>
+  readdirSync('/proc')
+    .map(Number)
+    .filter((pid) => Number.isInteger(pid) && cmdline(pid).includes('eval "$2" bash') && cmdline(pid).endsWith(` ${command} `));
 const brokersOf = (parent: number): number[] => childrenOf(parent).filter((pid) => cmdline(pid).includes('spawnBroker.ts'));
 
 describe('local sandbox provider', { timeout: 300_000 }, () => {
@@ -235,8 +253,9 @@ describe('local sandbox provider', { timeout: 300_000 }, () => {
       const running = provider.exec(handle, 'sleep 3; echo done');
       await eventually(async () => brokersOf(process.pid).length, (n) => n === 1, 'a spawn broker runs beside this process', 10_000);
       const [broker] = brokersOf(process.pid) as [number];
-      await eventually(async () => childrenOf(broker).length, (n) => n > 0, 'the running command is a child of the broker', 10_000);
-      assert.ok(!childrenOf(process.pid).some((c) => !brokersOf(process.pid).includes(c) && /nsenter|rollout-join-cgroup/.test(cmdline(c))), 'nothing was forked from this process');
+      const [command] = await eventually(async () => processesRunning('sleep 3; echo done'), (pids) => pids.length > 0, 'the command runs in the sandbox', 10_000);
+      assert.ok(ancestorsOf(command as number).includes(broker), 'the command descends from the broker');
+      assert.ok(!childrenOf(process.pid).some((c) => c !== broker && /nsenter|rollout-join-cgroup|unshare/.test(cmdline(c))), 'nothing was forked from this process, launchers included');
       assert.equal((await running).stdout, 'done\n');
     } finally {
       await provider.teardown(handle);
@@ -251,7 +270,7 @@ describe('local sandbox provider', { timeout: 300_000 }, () => {
       await provider.exec(handle, 'true');
       const [broker] = brokersOf(process.pid) as [number];
       const running = provider.exec(handle, 'sleep 30');
-      await eventually(async () => childrenOf(broker).length, (n) => n > 0, 'the command runs', 10_000);
+      await eventually(async () => processesRunning('sleep 30'), (pids) => pids.length > 0, 'the command runs in the sandbox', 10_000);
       process.kill(broker, 'SIGKILL');
       await assert.rejects(running, (err: Error) => err.name === 'infra/exec_transport' && /spawn broker .* exited \(SIGKILL\)/.test(err.message));
       const again = await provider.exec(handle, 'echo ok; ps -eo args | grep -c "^sleep 30"');

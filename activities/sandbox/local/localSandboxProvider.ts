@@ -17,11 +17,9 @@
  *              whatever the cgroup still holds, remove cgroups and the state
  *              directory. Idempotent and safe to run concurrently.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { closeSync, mkdirSync, openSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { constants as osConstants, hostname } from 'node:os';
-import type { Readable } from 'node:stream';
 import { dirname, join } from 'node:path';
 import { ClassifiedError } from '../../../shared/failures.js';
 import {
@@ -44,7 +42,7 @@ import { cgroupPids, createSandboxCgroup, killCgroupProcesses, removeCgroups, ty
 import { checkHostCapabilities, DEFAULT_HOST_PROGRAMS, type HostPrograms } from './hostCapabilities.js';
 import { innermostPid, isSameProcess, namespaceOf, processesInNamespace, processStartTime } from './procfs.js';
 import { SandboxRegistry, type StoredRecord } from './sandboxRegistry.js';
-import { createSandboxSpawner, SPAWN_VIA, type SandboxSpawner, type SpawnVia } from './sandboxSpawner.js';
+import { createSandboxSpawner, LauncherExited, SPAWN_VIA, type SandboxSpawner, type SpawnVia } from './sandboxSpawner.js';
 
 export interface LocalSandboxProviderOptions {
   /** Where sandbox state directories and records live. */
@@ -253,56 +251,39 @@ export class LocalSandboxProvider implements SandboxProvider {
       this.programs.bwrap, ...bwrapArgs,
     ];
     const logFile = join(stateDir, 'launch.log');
-    const logFd = openSync(logFile, 'a');
-    let child: ChildProcess;
+    const launcher = this.spawner.launch({
+      launch: true,
+      file: argv[0] as string,
+      args: argv.slice(1),
+      env: { PATH: SANDBOX_PATH, ROLLOUT_CGROUP_PROCS: cgroup?.procFiles.join(' ') ?? '' },
+      logFile,
+    });
     try {
-      child = spawn(argv[0] as string, argv.slice(1), {
-        detached: true,
-        stdio: ['ignore', logFd, logFd, 'pipe', 'pipe'],
-        env: { PATH: SANDBOX_PATH, ROLLOUT_CGROUP_PROCS: cgroup?.procFiles.join(' ') ?? '' },
-      });
-    } finally {
-      closeSync(logFd);
+      record.launcherPid = await launcher.started;
+    } catch (err) {
+      throw sandboxError('provision_failed', `local sandbox ${id}: cannot start ${argv[0]}: ${err instanceof Error ? err.message : String(err)}`, err);
     }
-    record.launcherPid = child.pid ?? null;
     this.registry.write(record);
 
-    // Extra stdio entries are duplex pipes; the launcher only writes to them.
-    const info = child.stdio[3] as Readable | null;
-    const ready = child.stdio[4] as Readable | null;
-    if (!info || !ready) throw sandboxError('provision_failed', `local sandbox ${id}: launcher has no status pipes`);
-    let infoText = '';
-    info.setEncoding('utf8');
-    info.on('data', (d: string) => (infoText += d));
-    let readyText = '';
-    ready.setEncoding('utf8');
-    ready.on('data', (d: string) => (readyText += d));
-
-    await new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
+    let timer: NodeJS.Timeout | undefined;
+    const timedOut = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
         reject(sandboxError('provision_timeout', `local sandbox ${id} did not come up within ${this.provisionTimeoutMs} ms; launcher log: ${readTail(logFile) || '(empty)'}`));
       }, this.provisionTimeoutMs);
-      const onExit = (code: number | null, signal: NodeJS.Signals | null): void => {
-        clearTimeout(timer);
-        reject(sandboxError('provision_failed', `local sandbox ${id}: launcher exited (${signal ?? `code ${code}`}) before the sandbox was up: ${readTail(logFile) || '(no output)'}`));
-      };
-      child.once('exit', onExit);
-      child.once('error', (err) => {
-        clearTimeout(timer);
-        reject(sandboxError('provision_failed', `local sandbox ${id}: cannot start ${argv[0]}: ${err.message}`, err));
-      });
-      ready.on('data', () => {
-        if (!readyText.includes('ready')) return;
-        clearTimeout(timer);
-        child.off('exit', onExit);
-        resolve();
-      });
     });
-    // bwrap writes the info JSON before starting the command, so it is complete by now.
+    let infoText: string;
+    try {
+      infoText = await Promise.race([launcher.launched, timedOut]);
+    } catch (err) {
+      if (err instanceof LauncherExited) {
+        throw sandboxError('provision_failed', `local sandbox ${id}: ${err.message} before the sandbox was up: ${readTail(logFile) || '(no output)'}`);
+      }
+      if (err instanceof ClassifiedError) throw err;
+      throw sandboxError('provision_failed', `local sandbox ${id}: ${err instanceof Error ? err.message : String(err)}`, err);
+    } finally {
+      clearTimeout(timer);
+    }
     const childPid = (JSON.parse(infoText) as { 'child-pid'?: number })['child-pid'];
-    info.destroy();
-    ready.destroy();
-    child.unref();
     if (typeof childPid !== 'number') throw sandboxError('provision_failed', `local sandbox ${id}: bwrap reported no child pid (${infoText})`);
     const pidStartTime = processStartTime(childPid);
     if (pidStartTime === undefined) throw sandboxError('provision_failed', `local sandbox ${id}: its init (pid ${childPid}) died at start; ${readTail(logFile)}`);

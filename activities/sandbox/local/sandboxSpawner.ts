@@ -12,20 +12,34 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { ClassifiedError } from '../../../shared/failures.js';
-import { runChild, type ChildEvent, type SpawnRequest } from './spawnBroker.js';
+import { runChild, runLauncher, type ChildEvent, type LaunchRequest, type SpawnRequest } from './spawnBroker.js';
 
 export type SpawnVia = 'broker' | 'worker';
 export const SPAWN_VIA: readonly SpawnVia[] = ['broker', 'worker'];
 
+export interface ExitStatus {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  totalBytes: { stdout: number; stderr: number };
+}
+
 export interface SpawnedCommand {
   /** The command's pid (it leads its own process group); rejects when it could not be started. */
   started: Promise<number>;
-  exit: Promise<{ code: number | null; signal: NodeJS.Signals | null; totalBytes: { stdout: number; stderr: number } }>;
+  exit: Promise<ExitStatus>;
+}
+
+export interface SpawnedLauncher {
+  /** The launcher's pid; rejects when it could not be started. */
+  started: Promise<number>;
+  /** bwrap's info JSON once the sandbox said "ready"; rejects with the launcher's exit status if it died first. */
+  launched: Promise<string>;
 }
 
 export interface SandboxSpawner {
   readonly via: SpawnVia;
   spawn(request: Omit<SpawnRequest, 'id'>, onOutput: (stream: 'stdout' | 'stderr', chunk: Buffer) => void): SpawnedCommand;
+  launch(request: Omit<LaunchRequest, 'id'>): SpawnedLauncher;
   /** Stops the broker process, if any (commands it started keep running); the next spawn starts a new one. */
   close(): void;
 }
@@ -36,30 +50,56 @@ function transportError(message: string): ClassifiedError<'infra'> {
   return new ClassifiedError('infra', 'exec_transport', message);
 }
 
-interface Pending {
-  onOutput: (stream: 'stdout' | 'stderr', chunk: Buffer) => void;
-  started: { resolve: (pid: number) => void; reject: (err: Error) => void };
-  exit: { resolve: (v: Awaited<SpawnedCommand['exit']>) => void; reject: (err: Error) => void };
+/** Thrown (as the launched promise's reason) when a launcher exits before its sandbox is up. */
+export class LauncherExited extends Error {
+  override readonly name = 'LauncherExited';
+  constructor(readonly status: ExitStatus) {
+    super(`launcher exited (${status.signal ?? `code ${status.code}`})`);
+  }
 }
 
-/** Routes events of runChild (here or in the broker) to the command they belong to. */
+interface Deferred<T> {
+  promise: Promise<T>;
+  resolve: (value: T) => void;
+  reject: (err: Error) => void;
+}
+
+function deferred<T>(): Deferred<T> {
+  let resolve!: (value: T) => void;
+  let reject!: (err: Error) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  // Not every caller awaits every promise (a launcher's exit, a command that never started).
+  promise.catch(() => undefined);
+  return { promise, resolve, reject };
+}
+
+interface Pending {
+  onOutput: (stream: 'stdout' | 'stderr', chunk: Buffer) => void;
+  started: Deferred<number>;
+  exit: Deferred<ExitStatus>;
+  launched: Deferred<string> | null;
+}
+
+/** Routes events of runChild / runLauncher (here or in the broker) to the request they belong to. */
 class EventRouter {
   private nextId = 1;
   readonly pending = new Map<number, Pending>();
 
-  open(onOutput: Pending['onOutput']): { id: number; command: SpawnedCommand } {
+  constructor(private readonly onIdle: () => void = () => undefined) {}
+
+  open(onOutput: Pending['onOutput'], launcher: boolean): { id: number; entry: Pending } {
     const id = this.nextId++;
-    let entry!: Pending;
-    const started = new Promise<number>((resolve, reject) => {
-      entry = { onOutput, started: { resolve, reject }, exit: { resolve: () => undefined, reject: () => undefined } };
-    });
-    const exit = new Promise<Awaited<SpawnedCommand['exit']>>((resolve, reject) => {
-      entry.exit = { resolve, reject };
-    });
-    // A command that never started also never exits; nobody awaits exit then.
-    exit.catch(() => undefined);
+    const entry: Pending = { onOutput, started: deferred(), exit: deferred(), launched: launcher ? deferred() : null };
     this.pending.set(id, entry);
-    return { id, command: { started, exit } };
+    return { id, entry };
+  }
+
+  private close(id: number): void {
+    this.pending.delete(id);
+    if (this.pending.size === 0) this.onIdle();
   }
 
   deliver(event: ChildEvent): void {
@@ -69,29 +109,40 @@ class EventRouter {
       case 'started':
         entry.started.resolve(event.pid);
         break;
+      case 'launched':
+        // The launcher lives as long as its sandbox; nothing more is awaited from it.
+        this.close(event.id);
+        entry.launched?.resolve(event.info);
+        break;
       case 'output':
         entry.onOutput(event.stream, Buffer.isBuffer(event.chunk) ? event.chunk : Buffer.from(event.chunk.buffer, event.chunk.byteOffset, event.chunk.byteLength));
         break;
-      case 'exit':
-        this.pending.delete(event.id);
-        entry.exit.resolve({ code: event.code, signal: event.signal as NodeJS.Signals | null, totalBytes: event.totalBytes });
+      case 'exit': {
+        this.close(event.id);
+        const status: ExitStatus = { code: event.code, signal: event.signal as NodeJS.Signals | null, totalBytes: event.totalBytes };
+        entry.exit.resolve(status);
+        entry.launched?.reject(new LauncherExited(status));
         break;
+      }
       case 'error': {
-        this.pending.delete(event.id);
+        this.close(event.id);
         const err = transportError(`cannot start ${event.message}`);
         entry.started.reject(err);
         entry.exit.reject(err);
+        entry.launched?.reject(err);
         break;
       }
     }
   }
 
   failAll(err: Error): void {
-    for (const entry of this.pending.values()) {
+    const entries = [...this.pending.values()];
+    this.pending.clear();
+    for (const entry of entries) {
       entry.started.reject(err);
       entry.exit.reject(err);
+      entry.launched?.reject(err);
     }
-    this.pending.clear();
   }
 }
 
@@ -100,9 +151,15 @@ class InProcessSpawner implements SandboxSpawner {
   private readonly router = new EventRouter();
 
   spawn(request: Omit<SpawnRequest, 'id'>, onOutput: Pending['onOutput']): SpawnedCommand {
-    const { id, command } = this.router.open(onOutput);
+    const { id, entry } = this.router.open(onOutput, false);
     runChild({ ...request, id }, (event) => this.router.deliver(event));
-    return command;
+    return { started: entry.started.promise, exit: entry.exit.promise };
+  }
+
+  launch(request: Omit<LaunchRequest, 'id'>): SpawnedLauncher {
+    const { id, entry } = this.router.open(() => undefined, true);
+    runLauncher({ ...request, id }, (event) => this.router.deliver(event));
+    return { started: entry.started.promise, launched: (entry.launched as Deferred<string>).promise };
   }
 
   close(): void {}
@@ -110,23 +167,28 @@ class InProcessSpawner implements SandboxSpawner {
 
 class BrokerSpawner implements SandboxSpawner {
   readonly via = 'broker';
-  private readonly router = new EventRouter();
+  // While requests are open the channel keeps this process alive; idle, it does not.
+  private readonly router = new EventRouter(() => this.broker?.channel?.unref());
   private broker: ChildProcess | null = null;
 
   spawn(request: Omit<SpawnRequest, 'id'>, onOutput: Pending['onOutput']): SpawnedCommand {
+    const { entry } = this.send(request, onOutput, false);
+    return { started: entry.started.promise, exit: entry.exit.promise };
+  }
+
+  launch(request: Omit<LaunchRequest, 'id'>): SpawnedLauncher {
+    const { entry } = this.send(request, () => undefined, true);
+    return { started: entry.started.promise, launched: (entry.launched as Deferred<string>).promise };
+  }
+
+  private send(request: Omit<SpawnRequest, 'id'> | Omit<LaunchRequest, 'id'>, onOutput: Pending['onOutput'], launcher: boolean): { id: number; entry: Pending } {
     const broker = this.broker ?? this.start();
-    const { id, command } = this.router.open(onOutput);
-    // While commands are open the channel keeps this process alive; idle, it does not.
+    const opened = this.router.open(onOutput, launcher);
     broker.channel?.ref();
-    const settle = (): void => {
-      if (this.router.pending.size === 0) this.broker?.channel?.unref();
-    };
-    command.exit.then(settle, settle);
-    command.started.catch(settle);
-    broker.send({ ...request, id } satisfies SpawnRequest, (err) => {
-      if (err) this.router.deliver({ id, kind: 'error', message: `${request.file}: the spawn broker did not take the request (${err.message})` });
+    broker.send({ ...request, id: opened.id }, (err) => {
+      if (err) this.router.deliver({ id: opened.id, kind: 'error', message: `${request.file}: the spawn broker did not take the request (${err.message})` });
     });
-    return command;
+    return opened;
   }
 
   private start(): ChildProcess {

@@ -1,5 +1,6 @@
 /**
- * Starts sandbox commands for the local provider from a small process.
+ * Starts sandbox commands and sandbox launchers for the local provider from a
+ * small process.
  *
  * spawn() forks the calling process before it execs, and a fork copies the
  * caller's page tables: from a worker holding a workflow cache of 1,000
@@ -16,7 +17,8 @@
  * stripping cannot erase: the broker runs as `node --experimental-strip-types`,
  * without the TypeScript loader.
  */
-import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { spawn, type ChildProcess, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { closeSync, openSync } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 
@@ -31,8 +33,23 @@ export interface SpawnRequest {
   maxOutputBytes: number;
 }
 
+/**
+ * A sandbox launcher: stdout and stderr appended to `logFile`; fd 3 carries
+ * bwrap's info JSON and fd 4 the word "ready" once the sandbox is up. It keeps
+ * running for the sandbox's life, so after "ready" nothing more is reported.
+ */
+export interface LaunchRequest {
+  id: number;
+  launch: true;
+  file: string;
+  args: string[];
+  env: Record<string, string>;
+  logFile: string;
+}
+
 export type ChildEvent =
   | { id: number; kind: 'started'; pid: number }
+  | { id: number; kind: 'launched'; info: string }
   | { id: number; kind: 'output'; stream: 'stdout' | 'stderr'; chunk: Uint8Array }
   | { id: number; kind: 'exit'; code: number | null; signal: string | null; totalBytes: { stdout: number; stderr: number } }
   | { id: number; kind: 'error'; message: string };
@@ -103,12 +120,66 @@ export function runChild(request: SpawnRequest, emit: (event: ChildEvent) => voi
   });
 }
 
+/**
+ * Starts a launcher and reports: started (or error), then launched with the
+ * info text once fd 4 said "ready", or exit if it died before that.
+ */
+export function runLauncher(request: LaunchRequest, emit: (event: ChildEvent) => void): void {
+  const { id } = request;
+  let logFd: number;
+  let child: ChildProcess;
+  try {
+    logFd = openSync(request.logFile, 'a');
+  } catch (err) {
+    emit({ id, kind: 'error', message: `${request.logFile}: ${err instanceof Error ? err.message : String(err)}` });
+    return;
+  }
+  try {
+    child = spawn(request.file, request.args, { detached: true, stdio: ['ignore', logFd, logFd, 'pipe', 'pipe'], env: request.env });
+  } catch (err) {
+    emit({ id, kind: 'error', message: err instanceof Error ? err.message : String(err) });
+    return;
+  } finally {
+    closeSync(logFd);
+  }
+  const pid = child.pid;
+  if (pid === undefined) {
+    child.once('error', (err) => emit({ id, kind: 'error', message: err.message }));
+    return;
+  }
+  emit({ id, kind: 'started', pid });
+  // Extra stdio entries are duplex pipes; the launcher only writes to them.
+  const info = child.stdio[3] as Readable;
+  const ready = child.stdio[4] as Readable;
+  let infoText = '';
+  let readyText = '';
+  info.setEncoding('utf8');
+  info.on('data', (d: string) => (infoText += d));
+  ready.setEncoding('utf8');
+  const onExit = (code: number | null, signal: NodeJS.Signals | null): void => {
+    info.destroy();
+    ready.destroy();
+    emit({ id, kind: 'exit', code, signal, totalBytes: { stdout: 0, stderr: 0 } });
+  };
+  child.once('exit', onExit);
+  ready.on('data', (d: string) => {
+    readyText += d;
+    if (!readyText.includes('ready')) return;
+    child.off('exit', onExit);
+    // bwrap writes the info JSON before it starts the command, so it is complete by now.
+    info.destroy();
+    ready.destroy();
+    child.unref();
+    emit({ id, kind: 'launched', info: infoText });
+  });
+}
+
 // The broker process: spawn requests in, child events out, until the worker that forked it goes away.
 if (process.send !== undefined && process.argv[1] === fileURLToPath(import.meta.url)) {
   const send = (event: ChildEvent): void => {
     if (process.connected) process.send?.(event);
   };
-  process.on('message', (request: SpawnRequest) => runChild(request, send));
+  process.on('message', (request: SpawnRequest | LaunchRequest) => ('launch' in request ? runLauncher(request, send) : runChild(request, send)));
   // The commands it started live on (they are the sandboxes' business); only the broker goes.
   process.on('disconnect', () => process.exit(0));
 }
