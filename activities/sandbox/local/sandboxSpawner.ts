@@ -198,10 +198,17 @@ class BrokerSpawner implements SandboxSpawner {
       serialization: 'advanced',
       stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
-    broker.on('message', (event: ChildEvent) => this.router.deliver(event));
+    let answered = false;
+    broker.on('message', (event: ChildEvent) => {
+      answered = true;
+      this.router.deliver(event);
+    });
     broker.once('exit', (code, signal) => {
       if (this.broker === broker) this.broker = null;
-      this.router.failAll(transportError(`the sandbox spawn broker (pid ${broker.pid ?? '?'}) exited (${signal ?? `code ${code}`}) while commands were running; they are lost to this worker`));
+      const hint = answered
+        ? 'while commands were running; they are lost to this worker'
+        : `before it answered (it runs ${BROKER_ENTRY} with node --experimental-strip-types, which needs Node.js 22.6 or later; this is ${process.version}). Fix: use a newer Node.js, or set ROLLOUT_SANDBOX_SPAWN=worker to spawn from the worker`;
+      this.router.failAll(transportError(`the sandbox spawn broker (pid ${broker.pid ?? '?'}) exited (${signal ?? `code ${code}`}) ${hint}`));
     });
     broker.once('error', (err) => {
       if (this.broker === broker) this.broker = null;
