@@ -9,6 +9,7 @@
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { get as httpsGet, type RequestOptions } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api, KubeConfig, VersionApi } from '@kubernetes/client-node';
@@ -42,6 +43,19 @@ export function kubeBinDir(): string {
 function openssl(cwd: string, args: string[]): void {
   const r = spawnSync('openssl', args, { cwd, encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`openssl ${args.join(' ')}: ${r.stderr}`);
+}
+
+/** GET /readyz as the admin: 200 once every post-start hook (RBAC bootstrap roles among them) has finished. */
+async function isReady(kubeConfig: KubeConfig, server: string): Promise<boolean> {
+  const options: RequestOptions = {};
+  await kubeConfig.applyToHTTPSOptions(options);
+  return new Promise((resolve) => {
+    const request = httpsGet(`${server}/readyz`, options, (response) => {
+      response.resume();
+      resolve(response.statusCode === 200);
+    });
+    request.on('error', () => resolve(false));
+  });
 }
 
 async function waitFor(what: string, check: () => Promise<boolean>, processes: ChildProcess[], logDir: string, timeoutMs = 60_000): Promise<void> {
@@ -126,6 +140,9 @@ export async function startKubeCluster(): Promise<KubeCluster> {
     const kubeConfig = new KubeConfig();
     kubeConfig.loadFromFile(kubeconfigPath);
     await waitFor('kube-apiserver', async () => Boolean((await kubeConfig.makeApiClient(VersionApi).getCode()).gitVersion), processes, logs);
+    // /version answers before the post-start hooks finish; until rbac/bootstrap-roles has run, a service
+    // account cannot even read discovery (seen in CI: 403 on GET /api/v1 right after start). /readyz waits for them.
+    await waitFor('kube-apiserver /readyz', () => isReady(kubeConfig, server), processes, logs);
 
     writeFileSync(
       join(dir, 'kwok-exec.yaml'),
