@@ -4,13 +4,18 @@
  * its bytes. Two checkouts of the same task hash the same; any edit changes it.
  */
 import { createHash } from 'node:crypto';
-import { lstatSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { lstatSync, readdirSync, readFileSync, statSync, type Dirent } from 'node:fs';
 import { join, relative } from 'node:path';
+
+/** A directory's entries in byte order of their names, so every walk visits a tree in the same order. */
+function sortedEntries(dir: string): Dirent[] {
+  return readdirSync(dir, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+}
 
 export function listFiles(root: string): string[] {
   const out: string[] = [];
   const walk = (dir: string): void => {
-    for (const entry of readdirSync(dir, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
+    for (const entry of sortedEntries(dir)) {
       const path = join(dir, entry.name);
       if (entry.isDirectory()) walk(path);
       else if (entry.isFile()) out.push(path);
@@ -52,7 +57,7 @@ export function treeFingerprint(root: string): TreeFingerprint {
   const hash = createHash('sha256');
   let newestNs = 0n;
   const walk = (dir: string): void => {
-    for (const entry of readdirSync(dir, { withFileTypes: true }).sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) {
+    for (const entry of sortedEntries(dir)) {
       if (!entry.isDirectory() && !entry.isFile()) continue;
       const path = join(dir, entry.name);
       const s = lstatSync(path, { bigint: true });

@@ -474,11 +474,12 @@ export class LocalSandboxProvider implements SandboxProvider {
     const killed = new Set<number>();
     // The sandbox's cgroup lists its processes (every exec joins it first); a scan of all of /proc costs a
     // readlink per process on the host, which at 1,000 sandboxes alive made each verify O(host processes).
-    const candidates = (): number[] => {
+    // Its members include the exec machinery still outside the pid namespace (join shell, nsenter): keep only those inside.
+    const inNamespace = (): number[] => {
       const procs = h.cgroupProcFiles[0];
       if (procs !== undefined) {
         try {
-          return readFileSync(procs, 'utf8').split('\n').filter(Boolean).map(Number);
+          return readFileSync(procs, 'utf8').split('\n').filter(Boolean).map(Number).filter((p) => namespaceOf(p, 'pid') === ns);
         } catch {
           // the cgroup is gone: scan
         }
@@ -486,7 +487,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       return processesInNamespace('pid', ns);
     };
     for (let round = 0; round < 200; round++) {
-      const victims = candidates().filter((p) => p !== h.pid && namespaceOf(p, 'pid') === ns && (innermostPid(p) ?? 0) > 2);
+      const victims = inNamespace().filter((p) => p !== h.pid && (innermostPid(p) ?? 0) > 2);
       if (victims.length === 0) return killed.size;
       for (const p of victims) {
         try {

@@ -37,11 +37,8 @@ export interface SpawnedLauncher {
 }
 
 export interface SandboxSpawner {
-  readonly via: SpawnVia;
   spawn(request: Omit<SpawnRequest, 'id'>, onOutput: (stream: 'stdout' | 'stderr', chunk: Buffer) => void): SpawnedCommand;
   launch(request: Omit<LaunchRequest, 'id'>): SpawnedLauncher;
-  /** Stops the broker process, if any (commands it started keep running); the next spawn starts a new one. */
-  close(): void;
 }
 
 const BROKER_ENTRY = fileURLToPath(new URL('./spawnBroker.ts', import.meta.url));
@@ -147,7 +144,6 @@ class EventRouter {
 }
 
 class InProcessSpawner implements SandboxSpawner {
-  readonly via = 'worker';
   private readonly router = new EventRouter();
 
   spawn(request: Omit<SpawnRequest, 'id'>, onOutput: Pending['onOutput']): SpawnedCommand {
@@ -161,12 +157,9 @@ class InProcessSpawner implements SandboxSpawner {
     runLauncher({ ...request, id }, (event) => this.router.deliver(event));
     return { started: entry.started.promise, launched: (entry.launched as Deferred<string>).promise };
   }
-
-  close(): void {}
 }
 
 class BrokerSpawner implements SandboxSpawner {
-  readonly via = 'broker';
   // While requests are open the channel keeps this process alive; idle, it does not.
   private readonly router = new EventRouter(() => this.broker?.channel?.unref());
   private broker: ChildProcess | null = null;
@@ -218,12 +211,6 @@ class BrokerSpawner implements SandboxSpawner {
     broker.channel?.unref();
     this.broker = broker;
     return broker;
-  }
-
-  close(): void {
-    const broker = this.broker;
-    this.broker = null;
-    if (broker && broker.exitCode === null && broker.signalCode === null) broker.disconnect();
   }
 }
 

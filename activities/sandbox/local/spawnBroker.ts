@@ -7,7 +7,7 @@
  * rollouts (2.6 GiB RSS) one spawn blocked the event loop 19 ms on average,
  * and the ~12 spawns of every rollout kept it blocked two thirds of a
  * 1,000-rollout benchmark (docs/benchmarks.md). This module is forked once,
- * while the worker is still small, and does the spawning: from a ~50 MiB
+ * while the worker is still small, and does the spawning: from a ~60 MiB
  * process a spawn takes under 1 ms. Output comes back over the IPC channel,
  * at most `maxOutputBytes` per stream (the rest is only counted), and the
  * caller signals the command's process group by pid itself, as before.
@@ -17,7 +17,7 @@
  * stripping cannot erase: the broker runs as `node --experimental-strip-types`,
  * without the TypeScript loader.
  */
-import { spawn, type ChildProcess, type ChildProcessWithoutNullStreams } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
@@ -85,26 +85,32 @@ async function drainAfterExit(streams: Readable[]): Promise<void> {
   }
 }
 
+/** Runs `start` and reports started with the pid, or error (now, or when spawn() reports it later); null on error. */
+function startChild<T extends ChildProcess>(id: number, emit: (event: ChildEvent) => void, start: () => T): T | null {
+  let child: T;
+  try {
+    child = start();
+  } catch (err) {
+    emit({ id, kind: 'error', message: err instanceof Error ? err.message : String(err) });
+    return null;
+  }
+  if (child.pid === undefined) {
+    // spawn() reports a missing program or a failed exec asynchronously.
+    child.once('error', (err) => emit({ id, kind: 'error', message: err.message }));
+    return null;
+  }
+  emit({ id, kind: 'started', pid: child.pid });
+  return child;
+}
+
 /**
  * Spawns the command in a session of its own (so its whole process group can
  * be signalled) and reports, in order: started (or error), output chunks, exit.
  */
 export function runChild(request: SpawnRequest, emit: (event: ChildEvent) => void): void {
   const { id } = request;
-  let child: ChildProcessWithoutNullStreams;
-  try {
-    child = spawn(request.file, request.args, { stdio: ['pipe', 'pipe', 'pipe'], detached: true, env: request.env });
-  } catch (err) {
-    emit({ id, kind: 'error', message: err instanceof Error ? err.message : String(err) });
-    return;
-  }
-  const pid = child.pid;
-  if (pid === undefined) {
-    // spawn() reports a missing program or a failed exec asynchronously.
-    child.once('error', (err) => emit({ id, kind: 'error', message: err.message }));
-    return;
-  }
-  emit({ id, kind: 'started', pid });
+  const child = startChild(id, emit, () => spawn(request.file, request.args, { stdio: ['pipe', 'pipe', 'pipe'], detached: true, env: request.env }));
+  if (!child) return;
   const totals = { stdout: 0, stderr: 0 };
   for (const stream of ['stdout', 'stderr'] as const) {
     child[stream].on('data', (chunk: Buffer) => {
@@ -126,28 +132,15 @@ export function runChild(request: SpawnRequest, emit: (event: ChildEvent) => voi
  */
 export function runLauncher(request: LaunchRequest, emit: (event: ChildEvent) => void): void {
   const { id } = request;
-  let logFd: number;
-  let child: ChildProcess;
-  try {
-    logFd = openSync(request.logFile, 'a');
-  } catch (err) {
-    emit({ id, kind: 'error', message: `${request.logFile}: ${err instanceof Error ? err.message : String(err)}` });
-    return;
-  }
-  try {
-    child = spawn(request.file, request.args, { detached: true, stdio: ['ignore', logFd, logFd, 'pipe', 'pipe'], env: request.env });
-  } catch (err) {
-    emit({ id, kind: 'error', message: err instanceof Error ? err.message : String(err) });
-    return;
-  } finally {
-    closeSync(logFd);
-  }
-  const pid = child.pid;
-  if (pid === undefined) {
-    child.once('error', (err) => emit({ id, kind: 'error', message: err.message }));
-    return;
-  }
-  emit({ id, kind: 'started', pid });
+  const child = startChild(id, emit, () => {
+    const logFd = openSync(request.logFile, 'a');
+    try {
+      return spawn(request.file, request.args, { detached: true, stdio: ['ignore', logFd, logFd, 'pipe', 'pipe'], env: request.env });
+    } finally {
+      closeSync(logFd);
+    }
+  });
+  if (!child) return;
   // Extra stdio entries are duplex pipes; the launcher only writes to them.
   const info = child.stdio[3] as Readable;
   const ready = child.stdio[4] as Readable;
