@@ -4,13 +4,12 @@
  */
 import { writeFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { openTrajectoryStore } from '../../activities/store/openTrajectoryStore.js';
 import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
 import { readRolloutState, ShowError } from '../show/readRolloutState.js';
 import { rolloutHtml } from '../show/rolloutHtml.js';
 import { rolloutText } from '../show/rolloutText.js';
 import { buildRolloutView } from '../show/rolloutView.js';
-import { dataDir } from './cliSettings.js';
+import { openStoreFromFlags } from './cliSettings.js';
 import { UsageError } from './usageError.js';
 
 export const showUsage = `rollout show <rollout-workflow-id> [--html FILE] [--lines N] [--store fs|fs:DIR|postgres://...] [--trajectories DIR] [--data-dir DIR] [--address HOST:PORT]
@@ -30,7 +29,7 @@ export async function showCommand(argv: string[]): Promise<number> {
   if (!workflowId || positionals.length > 1) throw new UsageError(`name one rollout workflow id (rollout/<batch>/<task>/<index>)\n${showUsage}`);
   const lines = values.lines === undefined ? 20 : Number(values.lines);
   if (!Number.isInteger(lines) || lines < 1) throw new UsageError(`--lines ${JSON.stringify(values.lines)}: give a whole number of lines, 1 or more`);
-  const store = await openTrajectoryStore(values.trajectories !== undefined ? `fs:${values.trajectories}` : (values.store ?? process.env.ROLLOUT_STORE), dataDir(values['data-dir']));
+  const store = await openStoreFromFlags(values);
   const settings = temporalSettings(values.address);
   const { client, connection } = await openTemporalClient(settings);
   try {

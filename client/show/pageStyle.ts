@@ -12,10 +12,13 @@ header.rollout{background:#fff;border:1px solid var(--line);border-radius:8px;pa
 .badges{display:flex;flex-wrap:wrap;gap:8px;margin:10px 0}
 .badge{border-radius:14px;padding:3px 12px;font-weight:600;background:#e8eaed}
 .badge.reward{font-size:17px;background:#e8f0fe;color:#174ea6}
-.c-ok{background:#e6f4ea;color:var(--ok)}.c-model{background:#fef7e0;color:var(--model)}.c-infra{background:#fce8e6;color:var(--infra)}.c-task{background:#f3e8fd;color:var(--task)}.c-running{background:#e8f0fe;color:#174ea6}
+.badge.c-ok{background:#e6f4ea;color:var(--ok)}.badge.c-model{background:#fef7e0;color:var(--model)}.badge.c-infra{background:#fce8e6;color:var(--infra)}.badge.c-task{background:#f3e8fd;color:var(--task)}.badge.c-running{background:#e8f0fe;color:#174ea6}
 section.attempt{background:#fff;border:1px solid var(--line);border-radius:8px;margin:0 0 20px;overflow:hidden}
-section.attempt>.attempt-head{padding:12px 20px;border-bottom:1px solid var(--line);background:#fafbfc;display:flex;gap:12px;align-items:center;flex-wrap:wrap}
+section.attempt>.attempt-head{border-left:6px solid transparent;padding:12px 20px;border-bottom:1px solid var(--line);background:#fafbfc;display:flex;gap:12px;align-items:center;flex-wrap:wrap}
 .attempt-body{padding:12px 20px}
+section.attempt.c-ok>.attempt-head{border-left:6px solid var(--ok)}section.attempt.c-model>.attempt-head{border-left:6px solid var(--model)}
+section.attempt.c-infra>.attempt-head{border-left:6px solid var(--infra)}section.attempt.c-task>.attempt-head{border-left:6px solid var(--task)}
+section.attempt.c-running>.attempt-head{border-left:6px solid #1a73e8}
 .evidence{border-left:4px solid var(--infra);background:#fdf2f1;padding:8px 12px;margin:8px 0;white-space:pre-wrap;word-break:break-word}
 .evidence.c-model{border-color:var(--model);background:#fffaf0}
 .recorded{color:var(--muted);font-size:13px}
@@ -29,6 +32,7 @@ article.turn{border-top:1px solid var(--line);padding:12px 0}
 .call-meta{font-size:13px;color:var(--muted);padding:4px 10px}
 .call-meta .bad{color:var(--infra);font-weight:600}
 .label{font-size:12.5px;color:var(--muted);padding:4px 10px 0}
+.call>.label:last-child,.call>.note:last-child{padding-bottom:8px}
 pre{margin:4px 10px 8px;padding:8px 10px;background:#202124;color:#e8eaed;border-radius:6px;font:12.5px/1.4 ui-monospace,Menlo,Consolas,monospace;white-space:pre-wrap;word-break:break-all;max-height:480px;overflow:auto}
 details{margin:0 10px 8px}
 details>summary{cursor:pointer;color:#1a57c8;font-size:13px}

@@ -31,7 +31,7 @@ function callHtml(c: ToolCallView): string {
   if (c.result) {
     const r = c.result;
     const exit = r.malformed ? ['<span class="bad">malformed call, not run</span>'] : r.exitCode === null ? [] : [r.exitCode === 0 ? 'exit 0' : `<span class="bad">exit ${r.exitCode}</span>`];
-    const facts = [...exit, esc(durationText(r.durationMs)), ...(r.timedOut ? ['<span class="bad">timed out</span>'] : []), ...(r.truncated ? ['output cut by the sandbox limit'] : [])];
+    const facts = [...exit, esc(exit.length ? durationText(r.durationMs) : `took ${durationText(r.durationMs)}`), ...(r.timedOut ? ['<span class="bad">timed out</span>'] : []), ...(r.truncated ? ['output cut by the sandbox limit'] : [])];
     parts.push(`<div class="call-meta">${facts.join(' · ')}</div>`);
     for (const s of r.sections) parts.push(sectionHtml(s));
   } else if (c.note) parts.push(`<div class="note">${esc(c.note)}</div>`);
@@ -59,7 +59,7 @@ function verifyHtml(v: VerifyView): string {
 
 function attemptHtml(a: AttemptView, total: number): string {
   const cls = a.running ? 'c-running' : classOf(a.summary?.outcomeClass);
-  const parts = [`<section class="attempt" id="attempt-${a.attempt + 1}"><div class="attempt-head"><h2>${esc(attemptTitle(a, total))}</h2></div><div class="attempt-body">`];
+  const parts = [`<section class="attempt ${cls}" id="attempt-${a.attempt + 1}"><div class="attempt-head"><h2>${esc(attemptTitle(a, total))}</h2></div><div class="attempt-body">`];
   if (a.summary?.message) parts.push(`<div class="evidence ${cls}"><b>evidence:</b> ${esc(a.summary.message)}</div>`);
   parts.push(`<div class="recorded">recorded: ${esc(a.recorded)}${a.startedAt ? ` · started ${esc(a.startedAt)}` : ''}</div>`);
   for (const t of a.turns) parts.push(turnHtml(t));
@@ -80,6 +80,7 @@ export function rolloutHtml(view: RolloutView, options: PageOptions = {}): strin
     ...headlineFacts(view).map((l) => `<p class="facts">${esc(l)}</p>`),
     timings ? `<p class="facts">timings: ${esc(timings)}</p>` : '',
     `<p class="facts">trajectory: ${esc(view.storeLocation)}</p>`,
+    view.storeWarning ? `<div class="evidence">${esc(view.storeWarning)}</div>` : '',
     view.instruction ? `<details class="instruction"><summary>${esc(sizeLine('instruction', view.instruction.excerpt))}</summary><pre>${esc(view.instruction.full)}</pre></details>` : '',
     '</header>',
     view.attempts.length === 0 ? '<p class="note">no attempt has started yet</p>' : '',

@@ -23,7 +23,7 @@ function callText(c: ToolCallView): string[] {
     const r = c.result;
     const facts = [
       ...(r.malformed ? ['malformed call, not run'] : r.exitCode !== null ? [`exit ${r.exitCode}`] : []),
-      durationText(r.durationMs),
+      r.malformed || r.exitCode !== null ? durationText(r.durationMs) : `took ${durationText(r.durationMs)}`,
       ...(r.timedOut ? ['timed out'] : []),
       ...(r.truncated ? ['output cut by the sandbox limit'] : []),
     ];
@@ -71,6 +71,7 @@ export function rolloutText(view: RolloutView): string {
     ...(stageTimings(view) ? [`timings: ${stageTimings(view)}`] : []),
     `trajectory: ${view.storeLocation}`,
   ];
+  if (view.storeWarning) lines.push(`warning: ${view.storeWarning}`);
   if (view.instruction) lines.push('', ...sectionText(view.instruction, ''));
   if (view.attempts.length === 0) lines.push('', 'no attempt has started yet');
   for (const a of view.attempts) lines.push('', ...attemptText(a, view.attempts.length));

@@ -38,6 +38,8 @@ export interface RolloutView {
   state: RolloutState;
   /** Where the trajectory is in the store (a directory, a database key). */
   storeLocation: string;
+  /** Set when the store has nothing although an attempt reached a sandbox: probably not the workers' store. */
+  storeWarning?: string;
   /** The task's instruction as the policy got it (the same for every attempt). */
   instruction?: Section;
   attempts: AttemptView[];
@@ -87,9 +89,16 @@ export async function buildRolloutView(state: RolloutState, store: TrajectorySto
     });
   }
   const instruction = recorded[0]?.meta.instruction;
+  const reachedSandbox = Boolean(state.result?.experiment) || history.some((h) => h.turns > 0) || (state.progress?.turn ?? 0) > 0;
+  const storeLocation = store.locate(state.trajectoryRef);
+  const storeWarning =
+    recorded.length === 0 && reachedSandbox
+      ? `the trajectory store has nothing under ${storeLocation}, yet the rollout ran in a sandbox: pass the store the workers used (--store, --trajectories or --data-dir)`
+      : undefined;
   return {
     state,
-    storeLocation: store.locate(state.trajectoryRef),
+    storeLocation,
+    ...(storeWarning ? { storeWarning } : {}),
     ...(instruction !== undefined ? { instruction: { label: 'instruction', excerpt: excerpt(instruction, options.lines, 'head'), full: instruction } } : {}),
     attempts,
   };

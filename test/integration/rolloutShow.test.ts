@@ -78,7 +78,7 @@ describe('rollout show', { timeout: 300_000 }, () => {
     assert.match(text, new RegExp(`^━━ attempt 2 of 2 · ok/submitted · reward ${reward} · 3 turns$`, 'm'));
     assert.match(text, /^turn 0 · policy scripted:mixed · \d+ ms · finish tool_calls$/m);
     assert.match(text, /^ {2}message 28 B, 1 line:\n {4}\| Writing the solution script\.$/m);
-    assert.match(text, /^ {4}output \d+ B, 1 line:\n {6}\| wrote \d+ bytes to \/solution\/solve\.sh$/m);
+    assert.match(text, /^ {4}took \d+ ms\n {4}output \d+ B, 1 line:\n {6}\| wrote \d+ bytes to \/solution\/solve\.sh$/m);
     assert.match(text, /^ {2}→ write_file \/solution\/solve\.sh$/m);
     assert.match(text, /^ {2}→ bash \$ bash \/solution\/solve\.sh$/m);
     assert.match(text, /^ {4}exit 0 · \d+ ms$/m);
