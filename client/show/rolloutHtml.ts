@@ -8,7 +8,7 @@ import { formatBytes, sizeLine } from './excerpt.js';
 import { PAGE_STYLE } from './pageStyle.js';
 import type { AttemptView, RolloutView, VerifyView } from './rolloutView.js';
 import type { Section, ToolCallView, TurnView } from './turnView.js';
-import { attemptTitle, durationText, headlineFacts, outcomeText, rewardText, stageTimings } from './viewFacts.js';
+import { attemptTitle, durationText, headlineFacts, messageLabel, outcomeText, rewardText, stageTimings } from './viewFacts.js';
 
 export interface PageOptions {
   /** A link back to the page that lists this rollout (the batch report). */
@@ -60,7 +60,7 @@ function verifyHtml(v: VerifyView): string {
 function attemptHtml(a: AttemptView, total: number): string {
   const cls = a.running ? 'c-running' : classOf(a.summary?.outcomeClass);
   const parts = [`<section class="attempt ${cls}" id="attempt-${a.attempt + 1}"><div class="attempt-head"><h2>${esc(attemptTitle(a, total))}</h2></div><div class="attempt-body">`];
-  if (a.summary?.message) parts.push(`<div class="evidence ${cls}"><b>evidence:</b> ${esc(a.summary.message)}</div>`);
+  if (a.summary?.message) parts.push(`<div class="evidence ${cls}"><b>${messageLabel(a)}:</b> ${esc(a.summary.message)}</div>`);
   parts.push(`<div class="recorded">recorded: ${esc(a.recorded)}${a.startedAt ? ` · started ${esc(a.startedAt)}` : ''}</div>`);
   for (const t of a.turns) parts.push(turnHtml(t));
   if (a.verify) parts.push(verifyHtml(a.verify));

@@ -2,7 +2,7 @@
 import type { AttemptView, RolloutView, VerifyView } from './rolloutView.js';
 import { sizeLine } from './excerpt.js';
 import type { Section, ToolCallView, TurnView } from './turnView.js';
-import { attemptTitle, durationText, headlineFacts, outcomeText, rewardText, stageTimings } from './viewFacts.js';
+import { attemptTitle, durationText, headlineFacts, messageLabel, outcomeText, rewardText, stageTimings } from './viewFacts.js';
 
 function indent(text: string, prefix: string): string {
   return text
@@ -55,7 +55,7 @@ function verifyText(v: VerifyView): string[] {
 
 function attemptText(a: AttemptView, total: number): string[] {
   const lines = [`━━ ${attemptTitle(a, total)}`];
-  if (a.summary?.message) lines.push(`evidence: ${a.summary.message}`);
+  if (a.summary?.message) lines.push(`${messageLabel(a)}: ${a.summary.message}`);
   lines.push(`recorded: ${a.recorded}`);
   for (const t of a.turns) lines.push('', ...turnText(t));
   if (a.verify) lines.push('', ...verifyText(a.verify));

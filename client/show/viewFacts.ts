@@ -7,14 +7,14 @@ export function durationText(ms: number): string {
   return `${(ms / 60_000).toFixed(1)} min`;
 }
 
-/** `ok/submitted`, `infra/sandbox_lost`, `running: agent, attempt 2, turn 3`, `terminated`. */
+/** `ok/submitted`, `infra/sandbox_lost`, `stage agent, attempt 2, turn 3`, `terminated without a result`. */
 export function outcomeText(view: RolloutView): string {
   const { state } = view;
   if (state.result) return `${state.result.outcomeClass}/${state.result.outcomeType}`;
   if (state.status === 'running') {
     const p = state.progress;
-    if (!p) return 'running (no worker answered the progress query)';
-    return `running: ${p.stage}, attempt ${p.attempt + 1}, turn ${p.turn}${p.lastAction ? ` (last: ${p.lastAction})` : ''}`;
+    if (!p) return 'no progress (no worker answered the progress query)';
+    return `stage ${p.stage}, attempt ${p.attempt + 1}, turn ${p.turn}${p.lastAction ? ` (last: ${p.lastAction})` : ''}`;
   }
   return `${state.status} without a result`;
 }
@@ -55,4 +55,9 @@ export function attemptTitle(a: AttemptView, total: number): string {
   const s = a.summary;
   if (!s) return `${head} · ended (how: not reported by Temporal)`;
   return `${head} · ${s.outcomeClass}/${s.outcomeType} · ${s.reward === null ? 'no reward' : `reward ${s.reward}`} · ${s.turns} turn${s.turns === 1 ? '' : 's'}`;
+}
+
+/** What an attempt's message is: the operator's reason for a cancel, else the evidence of its failure. */
+export function messageLabel(a: AttemptView): string {
+  return a.summary?.outcomeClass === 'cancelled' ? 'reason' : 'evidence';
 }

@@ -140,7 +140,7 @@ describe('rollout show', { timeout: 300_000 }, () => {
     try {
       const out = await show([id]);
       assert.equal(out.code, 0, out.stderr);
-      assert.match(out.stdout, new RegExp(`^${id} · running · running: agent, attempt 1, turn \\d+( \\(last: turn \\d+: bash: true\\))? · no reward yet$`, 'm'));
+      assert.match(out.stdout, new RegExp(`^${id} · running · stage agent, attempt 1, turn \\d+( \\(last: turn \\d+: bash: true\\))? · no reward yet$`, 'm'));
       assert.match(out.stdout, /^━━ attempt 1 of 1 · running$/m);
       assert.match(out.stdout, /^turn 1 · policy scripted:stall · \d+ ms · finish tool_calls$/m);
       assert.match(out.stdout, /^ {2}→ bash \$ true\n {4}exit 0 · \d+ ms\n {4}stdout empty\n {4}stderr empty$/m);
@@ -150,7 +150,7 @@ describe('rollout show', { timeout: 300_000 }, () => {
     }
     const cancelled = await show([id]);
     assert.match(cancelled.stdout, new RegExp(`^${id} · completed · cancelled/operator · no reward$`, 'm'));
-    assert.match(cancelled.stdout, /^evidence: test over$/m);
+    assert.match(cancelled.stdout, /^reason: test over$/m);
   });
 
   test('an id that does not exist is named, with the ids that do and how to list them', async () => {
