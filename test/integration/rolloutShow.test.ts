@@ -163,6 +163,9 @@ describe('rollout show', { timeout: 300_000 }, () => {
     const malformed = await show(['fix-median/0']);
     assert.equal(malformed.code, 2);
     assert.match(malformed.stderr, /"fix-median\/0" is not a rollout workflow id; they look like rollout\/<batch>\/<task>\/<index>/);
+    const groupId = await show([`rollout/${batchId}/noisy-greeting`]);
+    assert.equal(groupId.code, 2);
+    assert.ok(groupId.stderr.includes(`rollout/${batchId}/noisy-greeting names a group (rollout/<batch>/<task>); add the rollout's index, e.g. rollout/${batchId}/noisy-greeting/0`), groupId.stderr);
     const none = await show([]);
     assert.equal(none.code, 2);
     assert.match(none.stderr, /name one rollout workflow id/);
