@@ -1,6 +1,7 @@
 /** `rollout show` on a terminal: one rollout, turn by turn, as plain text. */
 import type { AttemptView, RolloutView, VerifyView } from './rolloutView.js';
 import { sizeLine } from './excerpt.js';
+import { terminalSafe } from './terminalText.js';
 import type { Section, ToolCallView, TurnView } from './turnView.js';
 import { attemptTitle, durationText, headlineFacts, messageLabel, outcomeText, rewardText, stageTimings } from './viewFacts.js';
 
@@ -75,5 +76,6 @@ export function rolloutText(view: RolloutView): string {
   if (view.instruction) lines.push('', ...sectionText(view.instruction, ''));
   if (view.attempts.length === 0) lines.push('', 'no attempt has started yet');
   for (const a of view.attempts) lines.push('', ...attemptText(a, view.attempts.length));
-  return `${lines.join('\n')}\n`;
+  // Everything the agent wrote is in these lines; none of it reaches the terminal as a control sequence.
+  return `${terminalSafe(lines.join('\n'))}\n`;
 }

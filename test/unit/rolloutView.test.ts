@@ -10,6 +10,7 @@ import { formatBashObservation, parseBashObservation } from '../../activities/ag
 import type { PolicyTurnRecord, ToolTurnRecord } from '../../activities/agent/conversation.js';
 import { excerpt, sizeLine } from '../../client/show/excerpt.js';
 import { rolloutHtml } from '../../client/show/rolloutHtml.js';
+import { rolloutText } from '../../client/show/rolloutText.js';
 import type { RolloutView } from '../../client/show/rolloutView.js';
 import { turnView } from '../../client/show/turnView.js';
 
@@ -76,4 +77,18 @@ test('the page escapes the reasoning, the message, tool arguments and outputs, t
   const html = rolloutHtml(view);
   assert.doesNotMatch(html, /<script/);
   assert.equal(html.split('&lt;script&gt;').length - 1, 7, 'instruction, evidence, reasoning, message, command, stdout and stderr, each once');
+});
+
+test('the text escapes control characters the agent printed, so none reaches the terminal', () => {
+  const hostile = 'ok\x1b]0;owned\x07\x1b[2J\rgone\tstays';
+  const result: ToolTurnRecord = { ...malformedResult, malformed: false, exitCode: 0, observation: formatBashObservation({ exitCode: 0, timedOut: false, stdout: hostile, stderr: '' }, 10), durationMs: 5 };
+  const turn = turnView({ policy: policy({ assistant: { role: 'assistant', content: null, tool_calls: [{ id: 'c0', type: 'function', function: { name: 'bash', arguments: '{"command": "cat log"}' } }] } }), tools: [result] }, { lines: 20 }, true);
+  const view: RolloutView = {
+    state: { workflowId: 'rollout/b/t/0', status: 'running', batchId: 'b', taskId: 't', index: 0, trajectoryRef: 'b/t/0', startTime: undefined, closeTime: undefined },
+    storeLocation: '/store/b/t/0',
+    attempts: [{ attempt: 0, running: true, recorded: '1 policy turn', turns: [turn] }],
+  };
+  const text = rolloutText(view);
+  assert.doesNotMatch(text, /[\x00-\x08\x0b-\x1f\x7f]/, 'no control character but newline and tab');
+  assert.ok(text.includes('| ok\\x1b]0;owned\\x07\\x1b[2J\\x0dgone\tstays'), text);
 });
