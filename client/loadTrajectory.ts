@@ -19,26 +19,38 @@ export interface TrajectoryAttempt {
   verify: Record<string, unknown> | undefined;
 }
 
-export async function loadTrajectory(store: TrajectoryStore, ref: string): Promise<TrajectoryAttempt[]> {
-  const attempts: TrajectoryAttempt[] = [];
-  for (let attempt = 0; ; attempt++) {
-    const prefix = attemptPrefix(attempt);
-    const meta = await store.get<AttemptMeta>(ref, `${prefix}meta.json`);
-    if (!meta) break;
-    const names = await store.list(ref, prefix);
-    const turns: TrajectoryTurn[] = [];
-    for (const name of names.filter((n) => n.endsWith('.policy.json'))) {
-      const policy = await store.get<PolicyTurnRecord>(ref, name);
-      if (!policy) continue;
-      const toolNames = names.filter((n) => n.startsWith(name.replace('.policy.json', '.tool-')));
-      const tools: ToolTurnRecord[] = [];
-      for (const t of toolNames) {
-        const tool = await store.get<ToolTurnRecord>(ref, t);
-        if (tool) tools.push(tool);
-      }
-      turns.push({ policy, tools });
+/** What the store has of one attempt; undefined when the attempt never reached a sandbox (no meta.json). */
+export async function loadAttempt(store: TrajectoryStore, ref: string, attempt: number): Promise<TrajectoryAttempt | undefined> {
+  const prefix = attemptPrefix(attempt);
+  const meta = await store.get<AttemptMeta>(ref, `${prefix}meta.json`);
+  if (!meta) return undefined;
+  const names = await store.list(ref, prefix);
+  const turns: TrajectoryTurn[] = [];
+  for (const name of names.filter((n) => n.endsWith('.policy.json'))) {
+    const policy = await store.get<PolicyTurnRecord>(ref, name);
+    if (!policy) continue;
+    const toolNames = names.filter((n) => n.startsWith(name.replace('.policy.json', '.tool-')));
+    const tools: ToolTurnRecord[] = [];
+    for (const t of toolNames) {
+      const tool = await store.get<ToolTurnRecord>(ref, t);
+      if (tool) tools.push(tool);
     }
-    attempts.push({ attempt, meta, turns, verify: await store.get<Record<string, unknown>>(ref, `${prefix}verify.json`) });
+    turns.push({ policy, tools });
   }
-  return attempts;
+  return { attempt, meta, turns, verify: await store.get<Record<string, unknown>>(ref, `${prefix}verify.json`) };
+}
+
+/**
+ * Every attempt the store has, in order. With `attempts` (the rollout's
+ * attempt count) an attempt that never reached a sandbox is skipped and later
+ * ones are still read; without it, reading stops at the first such attempt.
+ */
+export async function loadTrajectory(store: TrajectoryStore, ref: string, attempts?: number): Promise<TrajectoryAttempt[]> {
+  const out: TrajectoryAttempt[] = [];
+  for (let attempt = 0; attempts === undefined || attempt < attempts; attempt++) {
+    const loaded = await loadAttempt(store, ref, attempt);
+    if (loaded) out.push(loaded);
+    else if (attempts === undefined) break;
+  }
+  return out;
 }

@@ -12,7 +12,7 @@ import type { TrajectoryStore } from '../activities/store/trajectoryStore.js';
 import { verifyCleanRoom, verifyInPlace } from '../activities/verifier/runVerifier.js';
 import type { RolloutResult } from '../shared/pipeline.js';
 import type { SandboxProvider } from '../shared/sandbox.js';
-import { loadTrajectory } from './loadTrajectory.js';
+import { loadAttempt } from './loadTrajectory.js';
 
 export interface ReplayedAction {
   turn: number;
@@ -41,7 +41,8 @@ export async function replayRollout(options: { client: Client; store: Trajectory
   const original = (await client.workflow.getHandle(workflowId).result()) as RolloutResult;
   if (!original.experiment) throw new ReplayError(`${workflowId} has no experiment record (no attempt reached a sandbox); nothing to replay`);
   const attemptIndex = original.attempts - 1;
-  const attempt = (await loadTrajectory(store, original.trajectoryRef)).find((a) => a.attempt === attemptIndex);
+  // An earlier attempt whose provision failed has nothing in the store; the last one is read directly.
+  const attempt = await loadAttempt(store, original.trajectoryRef, attemptIndex);
   if (!attempt) throw new ReplayError(`no trajectory for ${workflowId} attempt ${attemptIndex} under ${store.locate(original.trajectoryRef)}; pass the trajectory store the workers used`);
   if (!original.experiment.taskDir) throw new ReplayError(`${workflowId} ran before experiment records named the task directory; it cannot be replayed`);
   const task = loadTask(original.experiment.taskDir);

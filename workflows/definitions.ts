@@ -3,6 +3,7 @@
  * client and tests.
  */
 import { defineQuery, defineUpdate } from '@temporalio/workflow';
+import type { AttemptSummary } from '../shared/pipeline.js';
 
 export interface RolloutProgress {
   stage: 'starting' | 'provisioning' | 'agent' | 'verifying' | 'tearing-down' | 'backoff' | 'done';
@@ -10,6 +11,8 @@ export interface RolloutProgress {
   turn: number;
   lastAction: string;
   reward: number | null;
+  /** The attempts that have ended so far, with their failures (absent from rollouts run by older workers). */
+  attemptHistory?: AttemptSummary[];
 }
 
 export interface GroupProgress {

@@ -81,7 +81,8 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   const info = workflowInfo();
   const trajectoryRef = trajectoryRefOf(group.batchId, group.task.id, index);
   const progress: RolloutProgress = { stage: 'starting', attempt: 0, turn: 0, lastAction: '', reward: null };
-  setHandler(rolloutProgressQuery, () => progress);
+  const history: AttemptSummary[] = [];
+  setHandler(rolloutProgressQuery, () => ({ ...progress, attemptHistory: [...history] }));
 
   // An operator's cancel stops the running attempt (its scope), never the teardown.
   let cancelReason: string | null = null;
@@ -133,7 +134,6 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   const attemptFailures = metricMeter.createCounter(METRIC.attemptFailures, undefined, 'Attempts ended by an infra failure');
 
   const timings: StageTimings = { queueMs: 0, provisionMs: 0, agentMs: 0, verifyMs: 0, teardownMs: 0 };
-  const history: AttemptSummary[] = [];
   const startedAt = Date.now();
   let experiment: ExperimentRecord | null = null;
   let totalTurns = 0;

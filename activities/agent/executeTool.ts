@@ -8,6 +8,7 @@ import { posix } from 'node:path';
 import { ClassifiedError } from '../../shared/failures.js';
 import type { SandboxHandle, SandboxProvider } from '../../shared/sandbox.js';
 import type { ToolCall } from '../../shared/tools.js';
+import { formatBashObservation } from './bashObservation.js';
 import type { ToolTurnRecord } from './conversation.js';
 import { parseToolCall } from './toolArguments.js';
 
@@ -57,10 +58,7 @@ export async function executeToolCall(provider: SandboxProvider, handle: Sandbox
           ...(control.signal ? { signal: control.signal } : {}),
           ...(control.key !== undefined ? { key: control.key } : {}),
         });
-        const parts = [`exit code: ${r.exitCode}${r.timedOut ? ` (killed: the command ran past ${timeoutSec} s)` : ''}`];
-        if (r.stdout) parts.push(`stdout:\n${r.stdout}`);
-        if (r.stderr) parts.push(`stderr:\n${r.stderr}`);
-        return done(parts.join('\n'), { exitCode: r.exitCode, timedOut: r.timedOut, truncated: r.stdoutTruncated || r.stderrTruncated, durationMs: r.durationMs });
+        return done(formatBashObservation(r, timeoutSec), { exitCode: r.exitCode, timedOut: r.timedOut, truncated: r.stdoutTruncated || r.stderrTruncated, durationMs: r.durationMs });
       }
       case 'read_file': {
         try {

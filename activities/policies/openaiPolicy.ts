@@ -37,7 +37,7 @@ function retryAfterMs(header: string | null): number | undefined {
 
 interface ChatCompletion {
   model?: string;
-  choices?: { message?: { content?: string | null; tool_calls?: ToolCall[] }; finish_reason?: string | null; logprobs?: unknown; token_ids?: unknown }[];
+  choices?: { message?: { content?: string | null; tool_calls?: ToolCall[]; reasoning_content?: string | null; reasoning?: string | null }; finish_reason?: string | null; logprobs?: unknown; token_ids?: unknown }[];
   usage?: Record<string, number>;
   prompt_token_ids?: unknown;
 }
@@ -103,8 +103,10 @@ export class OpenAIPolicy implements PolicyClient {
     if (choice.logprobs !== undefined && choice.logprobs !== null) tokens.logprobs = choice.logprobs;
     if (choice.token_ids !== undefined) tokens.token_ids = choice.token_ids;
     if (parsed.prompt_token_ids !== undefined) tokens.prompt_token_ids = parsed.prompt_token_ids;
+    const reasoning = choice.message.reasoning_content ?? choice.message.reasoning;
     return {
       assistant,
+      ...(typeof reasoning === 'string' && reasoning !== '' ? { reasoning } : {}),
       model: parsed.model ?? this.config.model,
       finishReason: choice.finish_reason ?? null,
       usage: parsed.usage ?? null,

@@ -17,6 +17,8 @@ export interface PolicyResponse {
   finishReason: string | null;
   usage: Record<string, number> | null;
   tokens: Record<string, unknown> | null;
+  /** The model's reasoning when the server returns it apart from the content (`reasoning_content`, `reasoning`); kept in the trajectory, never sent back to the model. */
+  reasoning?: string;
 }
 
 export interface PolicyClient {

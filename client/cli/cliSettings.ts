@@ -1,6 +1,8 @@
 /** Settings the `rollout` commands share: where Temporal is, where data goes, which tasks. */
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { openTrajectoryStore } from '../../activities/store/openTrajectoryStore.js';
+import type { TrajectoryStore } from '../../activities/store/trajectoryStore.js';
 import { ScriptedPolicySchema, type PolicyConfig } from '../../shared/pipeline.js';
 import { UsageError } from './usageError.js';
 
@@ -13,6 +15,11 @@ export function taskQueuesFor(prefix: string | undefined): { main: string; polic
 
 export function dataDir(flag: string | undefined): string {
   return resolve(flag ?? process.env.ROLLOUT_DATA_DIR ?? '.rollout');
+}
+
+/** The trajectory store the flags name: --trajectories DIR, else --store (or ROLLOUT_STORE), under --data-dir. */
+export function openStoreFromFlags(values: { trajectories?: string | undefined; store?: string | undefined; 'data-dir'?: string | undefined }): Promise<TrajectoryStore> {
+  return openTrajectoryStore(values.trajectories !== undefined ? `fs:${values.trajectories}` : (values.store ?? process.env.ROLLOUT_STORE), dataDir(values['data-dir']));
 }
 
 /** A task directory (has task.toml) is one task; any other directory contributes its task subdirectories. */

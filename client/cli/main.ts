@@ -14,6 +14,7 @@ import { replayCommand, replayUsage } from './replayCommand.js';
 import { replayHistoryCommand, replayHistoryUsage } from './replayHistoryCommand.js';
 import { reportCommand, reportUsage } from './reportCommand.js';
 import { runCommand, runUsage } from './runCommand.js';
+import { showCommand, showUsage } from './showCommand.js';
 import { statusCommand, statusUsage } from './statusCommand.js';
 import { taskCommand, taskUsage } from './taskCommand.js';
 import { workerCommand, workerUsage } from './workerCommand.js';
@@ -23,6 +24,7 @@ const commands: Record<string, { run: (argv: string[]) => Promise<number>; usage
   run: { run: runCommand, usage: runUsage },
   status: { run: statusCommand, usage: statusUsage },
   report: { run: reportCommand, usage: reportUsage },
+  show: { run: showCommand, usage: showUsage },
   worker: { run: workerCommand, usage: workerUsage },
   task: { run: taskCommand, usage: taskUsage },
   gc: { run: gcCommand, usage: gcUsage },

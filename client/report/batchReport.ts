@@ -19,10 +19,25 @@ export interface TaskRewards {
   histogram: [number, number][];
 }
 
+/** One rollout as the report lists it (the HTML page links each to its own page). */
+export interface RolloutRow {
+  workflowId: string;
+  taskId: string;
+  index: number;
+  reward: number | null;
+  advantage: number | null;
+  valid: boolean;
+  outcomeClass: string;
+  outcomeType: string;
+  attempts: number;
+  turns: number;
+}
+
 export interface BatchReport {
   batchId: string;
   groups: number;
   rollouts: number;
+  rolloutRows: RolloutRow[];
   stages: Record<keyof StageTimings, Summary & { samples: number[] }>;
   outcomes: { outcomeClass: string; outcomeType: string; count: number }[];
   tasks: TaskRewards[];
@@ -59,7 +74,23 @@ export function buildReport(batchId: string, groups: GroupResult[]): BatchReport
       };
     })
     .sort((a, b) => a.taskId.localeCompare(b.taskId));
-  return { batchId, groups: groups.length, rollouts: rollouts.length, stages, outcomes, tasks };
+  const rolloutRows = groups
+    .flatMap((g) =>
+      g.rollouts.map((r): RolloutRow => ({
+        workflowId: r.workflowId,
+        taskId: g.taskId,
+        index: r.index,
+        reward: r.reward,
+        advantage: r.advantage,
+        valid: r.valid,
+        outcomeClass: r.outcomeClass,
+        outcomeType: r.outcomeType,
+        attempts: r.attempts,
+        turns: r.turns,
+      })),
+    )
+    .sort((a, b) => a.taskId.localeCompare(b.taskId) || a.index - b.index);
+  return { batchId, groups: groups.length, rollouts: rollouts.length, rolloutRows, stages, outcomes, tasks };
 }
 
 export function reportText(report: BatchReport): string {

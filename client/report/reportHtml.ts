@@ -1,9 +1,15 @@
 /**
  * `rollout report --html`: one self-contained page (inline SVG, no scripts, no
- * external assets) with stage-time histograms, mean reward per task and the
- * outcome breakdown.
+ * external assets) with stage-time histograms, mean reward per task, the
+ * outcome breakdown and every rollout, linked to its own page when given.
  */
-import { STAGES, type BatchReport } from './batchReport.js';
+import { PAGE_CSP } from '../show/escapeHtml.js';
+import { STAGES, type BatchReport, type RolloutRow } from './batchReport.js';
+
+export interface ReportHtmlOptions {
+  /** Where each rollout's own page is, relative to the report (rollout show --html pages). */
+  rolloutHref?: (workflowId: string) => string | undefined;
+}
 
 const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');
 const CLASS_COLOURS: Record<string, string> = { ok: '#2e7d32', model: '#f9a825', infra: '#c62828', task: '#6a1b9a' };
@@ -47,7 +53,20 @@ function horizontalBars(title: string, rows: { label: string; value: number; col
   return `<figure><figcaption>${esc(title)}</figcaption><svg role="img" width="${labelWidth + barMax + 120}" height="${height}">${body}</svg></figure>`;
 }
 
-export function reportHtml(report: BatchReport): string {
+function rolloutTable(rows: RolloutRow[], href: ReportHtmlOptions['rolloutHref']): string {
+  const fmt = (n: number | null, digits: number): string => (n === null ? '-' : n.toFixed(digits));
+  const body = rows
+    .map((r) => {
+      const link = href?.(r.workflowId);
+      const id = link !== undefined ? `<a href="${esc(link)}">${esc(r.workflowId)}</a>` : esc(r.workflowId);
+      const outcome = `<span style="color:${CLASS_COLOURS[r.outcomeClass] ?? '#555'}">${esc(`${r.outcomeClass}/${r.outcomeType}`)}</span>`;
+      return `<tr><td>${id}</td><td>${fmt(r.reward, 2)}</td><td>${fmt(r.advantage, 3)}</td><td>${r.valid ? 'yes' : 'no'}</td><td>${outcome}</td><td>${r.attempts}</td><td>${r.turns}</td></tr>`;
+    })
+    .join('');
+  return `<table class="rollouts"><tr><th>rollout</th><th>reward</th><th>advantage</th><th>valid</th><th>outcome</th><th>attempts</th><th>turns</th></tr>${body}</table>`;
+}
+
+export function reportHtml(report: BatchReport, options: ReportHtmlOptions = {}): string {
   const stageFigures = STAGES.map((stage) => {
     const s = report.stages[stage];
     return histogram(`${stage.replace('Ms', '')} — p50 ${s.p50.toFixed(0)} ms, p95 ${s.p95.toFixed(0)} ms`, s.samples);
@@ -71,7 +90,7 @@ export function reportHtml(report: BatchReport): string {
     .map((t) => `<tr><td>${esc(t.taskId)}</td><td>${esc(t.status)}</td><td>${t.valid}/${t.n}</td><td>${t.mean?.toFixed(2) ?? '-'}</td><td>${t.std?.toFixed(2) ?? '-'}</td><td>${esc(t.histogram.map(([v, c]) => `${v}×${c}`).join(' '))}</td></tr>`)
     .join('');
   return `<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>rollout report ${esc(report.batchId)}</title>
+<html lang="en"><head><meta charset="utf-8"><meta http-equiv="Content-Security-Policy" content="${PAGE_CSP}"><title>rollout report ${esc(report.batchId)}</title>
 <style>body{font-family:system-ui,sans-serif;margin:24px;color:#222}figure{display:inline-block;margin:8px 16px 16px 0;vertical-align:top}figcaption{font-weight:600;margin-bottom:4px}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}</style>
 </head><body>
 <h1>Batch ${esc(report.batchId)}</h1>
@@ -83,6 +102,9 @@ ${rewards}
 <table><tr><th>task</th><th>status</th><th>valid</th><th>mean</th><th>std</th><th>rewards (value×count)</th></tr>${taskRows}</table>
 <h2>Outcomes</h2>
 ${outcomes}
+<h2>Rollouts</h2>
+${options.rolloutHref ? '<p>Each rollout links to its page: turns, tool outputs, verifier output, every attempt.</p>' : ''}
+${rolloutTable(report.rolloutRows, options.rolloutHref)}
 </body></html>
 `;
 }

@@ -1,0 +1,121 @@
+/**
+ * One turn as the viewer shows it: the policy's message (content, reasoning),
+ * then each tool call with its arguments and what came back (exit code,
+ * duration, each output stream cut to a few lines with its size).
+ */
+import { parseBashObservation } from '../../activities/agent/bashObservation.js';
+import type { ToolTurnRecord } from '../../activities/agent/conversation.js';
+import type { ToolCall } from '../../shared/tools.js';
+import type { TrajectoryTurn } from '../loadTrajectory.js';
+import { excerpt, type Excerpt } from './excerpt.js';
+
+/** A named piece of text: the excerpt shown, and the whole for pages that can fold it away. */
+export interface Section {
+  label: string;
+  excerpt: Excerpt;
+  full: string;
+}
+
+export interface ToolResultView {
+  exitCode: number | null;
+  timedOut: boolean;
+  /** The sandbox dropped output past maxOutputBytes. */
+  truncated: boolean;
+  durationMs: number;
+  malformed: boolean;
+  sections: Section[];
+}
+
+export interface ToolCallView {
+  callIndex: number;
+  name: string;
+  /** One line: `bash $ pytest -x`, `write_file /app/x.py`, `submit`. */
+  headline: string;
+  arguments: Section[];
+  result?: ToolResultView;
+  /** Why there is no result, when there is none. */
+  note?: string;
+}
+
+export interface TurnView {
+  turn: number;
+  latencyMs: number;
+  model: string;
+  finishReason: string | null;
+  usage: Record<string, number> | null;
+  content?: Section;
+  reasoning?: Section;
+  calls: ToolCallView[];
+}
+
+export interface ViewOptions {
+  /** Lines shown of each output, argument or message before it is cut. */
+  lines: number;
+}
+
+function section(label: string, text: string, lines: number, from: 'head' | 'tail'): Section {
+  return { label, excerpt: excerpt(text, lines, from), full: text };
+}
+
+function parsedArguments(call: ToolCall): Record<string, unknown> | undefined {
+  try {
+    const v: unknown = JSON.parse(call.function.arguments);
+    return typeof v === 'object' && v !== null && !Array.isArray(v) ? (v as Record<string, unknown>) : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+function firstLine(s: string): string {
+  const line = s.split('\n')[0] ?? '';
+  const short = line.length > 160 ? `${line.slice(0, 160)}…` : line;
+  return s.includes('\n') ? `${short} …` : short;
+}
+
+function describeCall(call: ToolCall, options: ViewOptions): Pick<ToolCallView, 'headline' | 'arguments'> {
+  const name = call.function.name;
+  const args = parsedArguments(call);
+  const str = (k: string): string | undefined => (typeof args?.[k] === 'string' ? args[k] : undefined);
+  const command = str('command');
+  if (name === 'bash' && command !== undefined) {
+    const timeout = typeof args?.timeout_sec === 'number' ? ` (timeout ${args.timeout_sec} s)` : '';
+    return { headline: `bash $ ${firstLine(command)}${timeout}`, arguments: command.includes('\n') ? [section('command', command, options.lines, 'head')] : [] };
+  }
+  const path = str('path');
+  if (name === 'read_file' && path !== undefined) return { headline: `read_file ${path}`, arguments: [] };
+  const content = str('content');
+  if (name === 'write_file' && path !== undefined && content !== undefined) return { headline: `write_file ${path}`, arguments: [section('content', content, options.lines, 'head')] };
+  if (name === 'submit') return { headline: 'submit', arguments: [] };
+  return { headline: name || '(no tool name)', arguments: [section('arguments', call.function.arguments, options.lines, 'head')] };
+}
+
+function resultView(record: ToolTurnRecord, options: ViewOptions): ToolResultView {
+  const base = { exitCode: record.exitCode, timedOut: record.timedOut, truncated: record.truncated, durationMs: record.durationMs, malformed: record.malformed };
+  const streams = record.name === 'bash' && !record.malformed ? parseBashObservation(record.observation) : undefined;
+  const sections = streams
+    ? [section('stdout', streams.stdout, options.lines, 'tail'), section('stderr', streams.stderr, options.lines, 'tail')]
+    : [section(record.malformed ? 'error' : 'output', record.observation, options.lines, record.name === 'read_file' ? 'head' : 'tail')];
+  return { ...base, sections };
+}
+
+export function turnView(turn: TrajectoryTurn, options: ViewOptions, attemptEnded: boolean): TurnView {
+  const { policy } = turn;
+  const calls = (policy.assistant.tool_calls ?? []).map((call, callIndex): ToolCallView => {
+    const view: ToolCallView = { callIndex, name: call.function.name, ...describeCall(call, options) };
+    const record = turn.tools.find((t) => t.callIndex === callIndex);
+    if (record) view.result = resultView(record, options);
+    else if (call.function.name === 'submit') view.note = 'the agent stopped here; the verifier ran next';
+    else view.note = attemptEnded ? 'no result recorded: the attempt ended before or during this call' : 'running now, or not started yet';
+    return view;
+  });
+  return {
+    turn: policy.turn,
+    latencyMs: policy.latencyMs,
+    model: policy.model,
+    finishReason: policy.finishReason,
+    usage: policy.usage,
+    ...(policy.assistant.content ? { content: section('message', policy.assistant.content, options.lines * 2, 'head') } : {}),
+    ...(policy.reasoning ? { reasoning: section('reasoning', policy.reasoning, options.lines * 2, 'head') } : {}),
+    calls,
+  };
+}

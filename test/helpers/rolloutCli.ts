@@ -1,0 +1,17 @@
+/** Runs the `rollout` command line as a user does (a child process), collecting its output. */
+import { spawn } from 'node:child_process';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+
+export function runRolloutCli(args: string[], cwd: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolvePromise) => {
+    const child = spawn(process.execPath, [join(root, 'client/bin/rollout.js'), ...args], { cwd, env: { ...process.env, LOG_LEVEL: 'warn' } });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('close', (code) => resolvePromise({ code, stdout, stderr }));
+  });
+}
