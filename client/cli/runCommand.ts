@@ -5,7 +5,6 @@
  */
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import type { GroupResult } from '../../shared/pipeline.js';
 import { groupProgressQuery } from '../../workflows/definitions.js';
 import { freePort, startDevServer, type RunningDevServer } from '../../workers/temporalDevServer.js';
@@ -14,6 +13,7 @@ import { BatchInputError, resolveBatch, submitResolvedBatch, type SubmitBatchOpt
 import { summaryTable } from '../report/summaryTable.js';
 import { openTemporalClient, temporalSettings, type TemporalSettings } from '../../workers/temporalConnection.js';
 import { dataDir as resolveDataDir, expandTaskDirs, parsePolicy, taskQueuesFor } from './cliSettings.js';
+import { parseCommandLine } from './commandLine.js';
 import { UsageError } from './usageError.js';
 
 export const runUsage = `rollout run --tasks DIR... [--group-size N] [--policy P] [--batch-id ID] [options]
@@ -51,8 +51,9 @@ async function portOr(preferred: number): Promise<number> {
 }
 
 export async function runCommand(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
+  const { values } = parseCommandLine(argv, {
+    command: 'run',
+    usage: runUsage,
     options: {
       tasks: { type: 'string', multiple: true },
       'group-size': { type: 'string' },
@@ -73,7 +74,6 @@ export async function runCommand(argv: string[]): Promise<number> {
       'data-dir': { type: 'string' },
       'queue-prefix': { type: 'string' },
     },
-    strict: true,
   });
   if (!values.tasks?.length) throw new UsageError(`--tasks is required\n${runUsage}`);
   const verify = parseVerifyMode(values.verify);

@@ -1,16 +1,16 @@
 /** `rollout status <batch>`: every group of a batch, running or finished, from Temporal itself. */
-import { parseArgs } from 'node:util';
 import { groupProgressQuery } from '../../workflows/definitions.js';
 import { listBatchGroups } from '../batchGroups.js';
 import { summaryTable } from '../report/summaryTable.js';
 import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
+import { parseCommandLine } from './commandLine.js';
 import { UsageError } from './usageError.js';
 
 export const statusUsage = `rollout status <batch-id> [--address HOST:PORT]
   Lists the batch's groups: progress of running ones, the table of finished ones.`;
 
 export async function statusCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({ args: argv, options: { address: { type: 'string' } }, allowPositionals: true, strict: true });
+  const { values, positionals } = parseCommandLine(argv, { command: 'status', usage: statusUsage, options: { address: { type: 'string' } }, allowPositionals: true });
   const [batchId] = positionals;
   if (!batchId || positionals.length > 1) throw new UsageError(`name one batch id\n${statusUsage}`);
   if (!/^[A-Za-z0-9._-]+$/.test(batchId)) throw new UsageError(`batch id ${JSON.stringify(batchId)} has characters batch ids never have`);
