@@ -1,0 +1,67 @@
+/**
+ * Writes batch progress to a stream. On a TTY the group lines and the batch
+ * line are redrawn in place; elsewhere (a file, a pipe, CI) a group's line is
+ * printed once when it finishes and the batch line every `plainEveryMs`.
+ */
+import type { GroupState } from './groupState.js';
+import { batchLine, groupLines } from './progressLines.js';
+
+export interface ProgressDisplay {
+  show(groups: readonly GroupState[]): void;
+  /** The last state drawn for good (on a TTY the block stays on screen, the cursor below it). */
+  finish(groups: readonly GroupState[]): void;
+}
+
+export interface DisplayOptions {
+  batchId: string;
+  stream: NodeJS.WriteStream;
+  /** Without a TTY, how often the batch line is printed (default 5 s). */
+  plainEveryMs?: number;
+  now?: () => number;
+}
+
+export function progressDisplay(options: DisplayOptions): ProgressDisplay {
+  const { batchId, stream } = options;
+  const now = options.now ?? Date.now;
+  const started = now();
+  if (stream.isTTY) {
+    let drawn = 0;
+    const draw = (groups: readonly GroupState[]): void => {
+      const columns = stream.columns || 120;
+      const lines = [...groupLines(groups), batchLine(batchId, groups, now() - started)].map((l) => (l.length > columns - 1 ? `${l.slice(0, columns - 2)}…` : l));
+      // Back to the first line of the previous block, then each line cleared and rewritten.
+      stream.write(`${drawn ? `\x1b[${drawn}F` : ''}${lines.map((l) => `\x1b[2K${l}`).join('\n')}\n`);
+      drawn = lines.length;
+    };
+    return {
+      show: draw,
+      finish: (groups) => {
+        draw(groups);
+        stream.write('\n');
+      },
+    };
+  }
+  const every = options.plainEveryMs ?? 5000;
+  let lastBatchLine = -Infinity;
+  const reported = new Set<string>();
+  const plain = (groups: readonly GroupState[], force: boolean): void => {
+    const lines = groupLines(groups);
+    groups.forEach((g, i) => {
+      if (g.closed && !reported.has(g.taskId)) {
+        reported.add(g.taskId);
+        stream.write(`${lines[i]!.trimStart()}\n`);
+      }
+    });
+    if (force || now() - lastBatchLine >= every) {
+      lastBatchLine = now();
+      stream.write(`${batchLine(batchId, groups, now() - started)}\n`);
+    }
+  };
+  return {
+    show: (groups) => plain(groups, false),
+    finish: (groups) => {
+      plain(groups, true);
+      stream.write('\n');
+    },
+  };
+}
