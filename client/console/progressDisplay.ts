@@ -43,6 +43,7 @@ export function progressDisplay(options: DisplayOptions): ProgressDisplay {
   }
   const every = options.plainEveryMs ?? 5000;
   let lastBatchLine = -Infinity;
+  let lastLine = '';
   const reported = new Set<string>();
   const plain = (groups: readonly GroupState[], force: boolean): void => {
     const lines = groupLines(groups);
@@ -52,9 +53,11 @@ export function progressDisplay(options: DisplayOptions): ProgressDisplay {
         stream.write(`${lines[i]!.trimStart()}\n`);
       }
     });
-    if (force || now() - lastBatchLine >= every) {
+    const line = batchLine(batchId, groups, now() - started);
+    if ((force && line !== lastLine) || now() - lastBatchLine >= every) {
       lastBatchLine = now();
-      stream.write(`${batchLine(batchId, groups, now() - started)}\n`);
+      lastLine = line;
+      stream.write(`${line}\n`);
     }
   };
   return {

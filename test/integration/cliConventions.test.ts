@@ -47,7 +47,7 @@ describe('every subcommand answers --help, -h and rollout help CMD with its usag
         assert.match(run.stdout, new RegExp(`^usage: rollout ${name}`), run.stdout);
         assert.equal(run.stderr, '', 'help is not an error');
       }
-      assert.equal(runs[0]!.stdout, runs[1]!.stdout, '-h prints what --help prints');
+      assert.equal(runs[0].stdout, runs[1].stdout, '-h prints what --help prints');
     });
   }
 
