@@ -63,7 +63,7 @@ echo "ensure-temporal: building Temporal CLI v$VERSION from Go modules into $TAR
 staging="$(mktemp -d "$CACHE_ROOT/temporal-build.XXXXXX")"
 trap 'rm -rf "$staging"' EXIT
 # Build outside any module so the repository's files do not affect it.
-(cd "$staging" && GOBIN="$staging/bin" go install -ldflags "-X github.com/temporalio/cli/temporalcli.Version=$VERSION" "github.com/temporalio/cli/cmd/temporal@v$VERSION") >&2
+(cd "$staging" && GOBIN="$staging/bin" go install -ldflags "-s -w -X github.com/temporalio/cli/temporalcli.Version=$VERSION" "github.com/temporalio/cli/cmd/temporal@v$VERSION") >&2
 works "$staging/bin/temporal" || { echo "ensure-temporal: the built binary does not run" >&2; exit 1; }
 mv -f "$staging/bin/temporal" "$TARGET_DIR/temporal"
 echo "$TARGET_DIR/temporal"

@@ -19,7 +19,9 @@ esac
 rank() { local i; for i in "${!PURPOSES[@]}"; do [ "${PURPOSES[$i]}" = "$1" ] && echo "$i"; done; }
 
 # One line per step: the first purpose that needs it, its name, the variable its stdout's last
-# line is exported as ("-": none; PATH: prepended), and its command.
+# line is exported as ("-": none; PATH: prepended; "*": each stdout line NAME=value is exported),
+# and its command. Adding a step is adding a line, e.g.
+#   "test model         *                      bash scripts/ensure-model.sh"
 STEPS=(
   "run  debian       -                      bash scripts/ensure-debian.sh bubblewrap util-linux procps iproute2 psmisc ca-certificates python3 python3-pip nodejs"
   "run  node         PATH                   bash scripts/ensure-node.sh"
@@ -62,6 +64,13 @@ for line in "${selected[@]}"; do
   case "$var" in
     -) detail="" ;;
     PATH) export PATH="$value:$PATH"; exports+=("PATH"); detail=" ($value on PATH)" ;;
+    '*')
+      detail=""
+      while IFS= read -r pair; do
+        [[ "$pair" =~ ^[A-Z_][A-Z0-9_]*= ]] || continue
+        export "${pair%%=*}=${pair#*=}"; exports+=("${pair%%=*}"); detail+=" ${pair%%=*}=${pair#*=}"
+      done <<<"$out"
+      detail="${detail:+ (${detail# })}" ;;
     *) export "$var=$value"; exports+=("$var"); detail=" ($var=$value)" ;;
   esac
   echo "setup: [$n/${#selected[@]}] $name ok in ${secs}s$detail" >&2
