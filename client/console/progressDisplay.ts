@@ -20,6 +20,15 @@ export interface DisplayOptions {
   now?: () => number;
 }
 
+/** Group lines for a screen of `room` lines: when they do not all fit, unfinished groups first, then a count of the rest. */
+export function groupLinesThatFit(groups: readonly GroupState[], room: number): string[] {
+  if (groups.length <= room) return groupLines(groups);
+  const order = [...groups.filter((g) => !g.closed), ...groups.filter((g) => g.closed)];
+  const shown = order.slice(0, Math.max(1, room - 1));
+  const hidden = order.slice(shown.length);
+  return [...groupLines(shown), `  … ${hidden.length} more groups (${hidden.filter((g) => g.closed).length} finished)`];
+}
+
 export function progressDisplay(options: DisplayOptions): ProgressDisplay {
   const { batchId, stream } = options;
   const now = options.now ?? Date.now;
@@ -28,9 +37,9 @@ export function progressDisplay(options: DisplayOptions): ProgressDisplay {
     let drawn = 0;
     const draw = (groups: readonly GroupState[]): void => {
       const columns = stream.columns || 120;
-      const lines = [...groupLines(groups), batchLine(batchId, groups, now() - started)].map((l) => (l.length > columns - 1 ? `${l.slice(0, columns - 2)}…` : l));
-      // Back to the first line of the previous block, then each line cleared and rewritten.
-      stream.write(`${drawn ? `\x1b[${drawn}F` : ''}${lines.map((l) => `\x1b[2K${l}`).join('\n')}\n`);
+      const lines = [...groupLinesThatFit(groups, (stream.rows || 40) - 2), batchLine(batchId, groups, now() - started)].map((l) => (l.length > columns - 1 ? `${l.slice(0, columns - 2)}…` : l));
+      // Back to the first line of the previous block, each line cleared and rewritten, the rest of the screen cleared.
+      stream.write(`${drawn ? `\x1b[${drawn}F` : ''}${lines.map((l) => `\x1b[2K${l}`).join('\n')}\n\x1b[J`);
       drawn = lines.length;
     };
     return {

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { PassThrough } from 'node:stream';
 import { test } from 'node:test';
 import { stateFromProgress, type GroupState } from '../../client/console/groupState.js';
-import { progressDisplay } from '../../client/console/progressDisplay.js';
+import { groupLinesThatFit, progressDisplay } from '../../client/console/progressDisplay.js';
 import { batchLine, groupLines } from '../../client/console/progressLines.js';
 
 // What the progress query returns once it went through JSON: unfinished rollouts are null, like failed ones.
@@ -39,7 +39,7 @@ test('on a TTY the block is redrawn in place: cursor back up over the previous l
   display.show([running]);
   display.show([{ ...running, finished: 4, rewards: [1, 0, null, 1] }]);
   const [first, second] = text().split('\x1b[2F');
-  assert.equal(first, '\x1b[2K  fix-median  running       3/4 done, 1 running, 1 failed  rewards 1 0 x ·\n\x1b[2Kbatch b1: 3/4 rollouts done, 1 running, 1 failed · 0/1 groups finished · 0s elapsed, ETA 0s\n');
+  assert.equal(first, '\x1b[2K  fix-median  running       3/4 done, 1 running, 1 failed  rewards 1 0 x ·\n\x1b[2Kbatch b1: 3/4 rollouts done, 1 running, 1 failed · 0/1 groups finished · 0s elapsed, ETA 0s\n\x1b[J');
   assert.match(second!, /^\x1b\[2K  fix-median  running +4\/4 done, 1 failed +rewards 1 0 x 1\n/);
 });
 
@@ -60,4 +60,11 @@ test('without a TTY a finished group is printed once and the batch line at most 
     '',
     '',
   ]);
+});
+
+test('more groups than the screen has lines: the unfinished ones first, then a count of the rest', () => {
+  const lines = groupLinesThatFit([done, running, { ...done, taskId: 'ini-to-json' }, queued], 3);
+  assert.deepEqual(lines.map((l) => l.trim().split(/ +/)[0]), ['fix-median', 'ini-to-json', '…']);
+  assert.equal(lines.at(-1), '  … 2 more groups (2 finished)');
+  assert.equal(groupLinesThatFit([done, running], 3).length, 2, 'all of them when they fit');
 });
