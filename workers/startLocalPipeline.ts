@@ -31,6 +31,8 @@ export interface LocalPipelineOptions {
   metricsAddress?: string;
   /** The trajectory store setting (see openTrajectoryStore): fs by default, or a postgres:// URL. */
   store?: string;
+  /** Where the workers' pino log lines go: this file (its folder made) instead of stdout. */
+  logFile?: string;
 }
 
 export interface LocalPipeline {
@@ -42,7 +44,7 @@ export interface LocalPipeline {
 }
 
 export async function startLocalPipeline(options: LocalPipelineOptions): Promise<LocalPipeline> {
-  const logger = createLogger('rollout-worker');
+  const logger = createLogger('rollout-worker', options.logFile);
   installRuntime(logger, options.metricsAddress ? { metricsAddress: options.metricsAddress } : {});
   const connection = await openWorkerConnection(options.temporal);
   const { client, close: closeClient } = await openTemporalClient(options.temporal);

@@ -3,10 +3,10 @@
  * cancelRollout update; the rest of its group goes on. The rollout tears its
  * sandbox down and ends as cancelled/operator with no reward.
  */
-import { parseArgs } from 'node:util';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { cancelRolloutUpdate } from '../../workflows/definitions.js';
 import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
+import { parseCommandLine } from './commandLine.js';
 import { UsageError } from './usageError.js';
 
 export const cancelUsage = `rollout cancel <rollout-workflow-id> --reason TEXT [--address HOST:PORT]
@@ -14,7 +14,7 @@ export const cancelUsage = `rollout cancel <rollout-workflow-id> --reason TEXT [
   group baseline); the other rollouts of its group continue.`;
 
 export async function cancelCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({ args: argv, options: { reason: { type: 'string' }, address: { type: 'string' } }, allowPositionals: true, strict: true });
+  const { values, positionals } = parseCommandLine(argv, { command: 'cancel', usage: cancelUsage, options: { reason: { type: 'string' }, address: { type: 'string' } }, allowPositionals: true });
   const [workflowId] = positionals;
   if (!workflowId || positionals.length > 1) throw new UsageError(`name one rollout workflow id (rollout/<batch>/<task>/<index>)\n${cancelUsage}`);
   if (!values.reason?.trim()) throw new UsageError(`--reason is required: it is kept in the rollout's attempt history\n${cancelUsage}`);

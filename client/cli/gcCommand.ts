@@ -3,17 +3,17 @@
  * workflow is closed or gone, or whose lease expired (what the janitor
  * schedule does every minute), and prints what it removed.
  */
-import { parseArgs } from 'node:util';
 import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
 import { reapSandboxes } from '../../activities/reaper/reapSandboxes.js';
 import { temporalOwnerStatus } from '../../activities/reaper/temporalOwnerStatus.js';
 import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
+import { parseCommandLine } from './commandLine.js';
 
 export const gcUsage = `rollout gc [--dry-run] [--address HOST:PORT]
   Removes local sandboxes whose workflow is closed or gone, or whose lease expired.`;
 
 export async function gcCommand(argv: string[]): Promise<number> {
-  const { values } = parseArgs({ args: argv, options: { 'dry-run': { type: 'boolean', default: false }, address: { type: 'string' } }, strict: true });
+  const { values } = parseCommandLine(argv, { command: 'gc', usage: gcUsage, options: { 'dry-run': { type: 'boolean', default: false }, address: { type: 'string' } } });
   const { client: temporal, connection } = await openTemporalClient(temporalSettings(values.address));
   try {
     const report = await reapSandboxes(new LocalSandboxProvider(), temporalOwnerStatus(temporal), { dryRun: values['dry-run'] });

@@ -18,6 +18,8 @@ import { showCommand, showUsage } from './showCommand.js';
 import { statusCommand, statusUsage } from './statusCommand.js';
 import { taskCommand, taskUsage } from './taskCommand.js';
 import { workerCommand, workerUsage } from './workerCommand.js';
+import { closestName } from './closestName.js';
+import { HelpRequested } from './commandLine.js';
 import { UsageError } from './usageError.js';
 
 const commands: Record<string, { run: (argv: string[]) => Promise<number>; usage: string }> = {
@@ -39,25 +41,30 @@ const usage = `usage: rollout <command> [options]\n\ncommands:\n${Object.values(
   .map((c) => `  ${c.usage.split('\n').join('\n  ')}`)
   .join('\n\n')}\n`;
 
+function commandNamed(name: string): (typeof commands)[string] {
+  const command = commands[name];
+  if (command) return command;
+  const suggestion = closestName(name, Object.keys(commands));
+  throw new UsageError(`unknown command ${JSON.stringify(name)}${suggestion ? `; did you mean ${suggestion}?` : ''} (known: ${Object.keys(commands).join(', ')}; rollout help CMD shows one)`);
+}
+
 async function main(argv: string[]): Promise<number> {
   const [name, ...rest] = argv;
-  if (!name || name === '--help' || name === '-h' || name === 'help') {
+  if (!name || name === '--help' || name === '-h' || (name === 'help' && rest.length === 0)) {
     process.stdout.write(usage);
     return name ? 0 : 2;
   }
-  const command = commands[name];
-  if (!command) throw new UsageError(`unknown command ${JSON.stringify(name)}; known: ${Object.keys(commands).join(', ')}`);
-  return command.run(rest);
-}
-
-function isArgParseError(err: unknown): err is Error & { code: string } {
-  return err instanceof Error && 'code' in err && typeof err.code === 'string' && err.code.startsWith('ERR_PARSE_ARGS');
+  if (name === 'help') throw new HelpRequested(commandNamed(rest[0]!).usage);
+  return commandNamed(name).run(rest);
 }
 
 try {
   process.exitCode = await main(process.argv.slice(2));
 } catch (err) {
-  if (err instanceof UsageError || err instanceof TemporalBinaryError || err instanceof StoreSettingError || err instanceof ProviderSettingError || err instanceof TemporalSettingError || isArgParseError(err)) {
+  if (err instanceof HelpRequested) {
+    process.stdout.write(`usage: ${err.usage}\n`);
+    process.exitCode = 0;
+  } else if (err instanceof UsageError || err instanceof TemporalBinaryError || err instanceof StoreSettingError || err instanceof ProviderSettingError || err instanceof TemporalSettingError) {
     process.stderr.write(`rollout: ${err.message}\n`);
     process.exitCode = 2;
   } else {

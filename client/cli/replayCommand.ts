@@ -3,12 +3,12 @@
  * in a fresh sandbox without the model, re-verifies, and prints original and
  * replayed side by side. Exit 0 when the reward reproduces, 1 when it does not.
  */
-import { parseArgs } from 'node:util';
 import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
 import { openTrajectoryStore } from '../../activities/store/openTrajectoryStore.js';
 import { ReplayError, replayRollout } from '../replayRollout.js';
 import { dataDir } from './cliSettings.js';
 import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
+import { parseCommandLine } from './commandLine.js';
 import { UsageError } from './usageError.js';
 
 export const replayUsage = `rollout replay <rollout-workflow-id> [--store fs|fs:DIR|postgres://...] [--trajectories DIR] [--data-dir DIR] [--address HOST:PORT]
@@ -16,11 +16,11 @@ export const replayUsage = `rollout replay <rollout-workflow-id> [--store fs|fs:
   re-verifies, and says whether the reward reproduces.`;
 
 export async function replayCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
+  const { values, positionals } = parseCommandLine(argv, {
+    command: 'replay',
+    usage: replayUsage,
     options: { trajectories: { type: 'string' }, store: { type: 'string' }, 'data-dir': { type: 'string' }, address: { type: 'string' } },
     allowPositionals: true,
-    strict: true,
   });
   const [workflowId] = positionals;
   if (!workflowId || positionals.length > 1) throw new UsageError(`name one rollout workflow id (rollout/<batch>/<task>/<index>)\n${replayUsage}`);

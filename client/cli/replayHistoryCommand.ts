@@ -4,18 +4,18 @@
  * it replays; 1 with the nondeterminism error when a code change would break
  * that run.
  */
-import { parseArgs } from 'node:util';
 import { Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { WORKFLOWS_PATH } from '../../workers/pipelineWorkers.js';
 import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
+import { parseCommandLine } from './commandLine.js';
 import { UsageError } from './usageError.js';
 
 export const replayHistoryUsage = `rollout replay-history <workflow-id> [--run-id ID] [--address HOST:PORT]
   Replays a workflow's recorded history against the current workflow code.`;
 
 export async function replayHistoryCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({ args: argv, options: { 'run-id': { type: 'string' }, address: { type: 'string' } }, allowPositionals: true, strict: true });
+  const { values, positionals } = parseCommandLine(argv, { command: 'replay-history', usage: replayHistoryUsage, options: { 'run-id': { type: 'string' }, address: { type: 'string' } }, allowPositionals: true });
   const [workflowId] = positionals;
   if (!workflowId || positionals.length > 1) throw new UsageError(`name one workflow id\n${replayHistoryUsage}`);
   const { client: temporal, connection } = await openTemporalClient(temporalSettings(values.address));

@@ -1,12 +1,12 @@
 /** `rollout report <batch> [--html FILE]`: stage timings, outcomes and rewards of a batch's finished groups. */
 import { writeFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { listBatchGroups } from '../batchGroups.js';
 import { writeRolloutPages } from '../show/rolloutPages.js';
 import { openStoreFromFlags } from './cliSettings.js';
 import { buildReport, reportText } from '../report/batchReport.js';
 import { reportHtml } from '../report/reportHtml.js';
 import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
+import { parseCommandLine } from './commandLine.js';
 import { UsageError } from './usageError.js';
 
 export const reportUsage = `rollout report <batch-id> [--html FILE] [--store fs|fs:DIR|postgres://...] [--trajectories DIR] [--data-dir DIR] [--address HOST:PORT]
@@ -15,7 +15,7 @@ export const reportUsage = `rollout report <batch-id> [--html FILE] [--store fs|
   page (as rollout show --html), written to the folder FILE-rollouts/ beside it.`;
 
 export async function reportCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({ args: argv, options: { html: { type: 'string' }, trajectories: { type: 'string' }, store: { type: 'string' }, 'data-dir': { type: 'string' }, address: { type: 'string' } }, allowPositionals: true, strict: true });
+  const { values, positionals } = parseCommandLine(argv, { command: 'report', usage: reportUsage, options: { html: { type: 'string' }, trajectories: { type: 'string' }, store: { type: 'string' }, 'data-dir': { type: 'string' }, address: { type: 'string' } }, allowPositionals: true });
   const [batchId] = positionals;
   if (!batchId || positionals.length > 1) throw new UsageError(`name one batch id\n${reportUsage}`);
   if (!/^[A-Za-z0-9._-]+$/.test(batchId)) throw new UsageError(`batch id ${JSON.stringify(batchId)} has characters batch ids never have`);

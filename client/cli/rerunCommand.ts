@@ -4,9 +4,9 @@
  * original. Exit 0 when the experiment record is the same, 1 when a pinned
  * field differs. Needs workers running on the original's task queues.
  */
-import { parseArgs } from 'node:util';
 import { RerunError, rerunRollout } from '../rerunRollout.js';
 import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
+import { parseCommandLine } from './commandLine.js';
 import { UsageError } from './usageError.js';
 
 export const rerunUsage = `rollout rerun <rollout-workflow-id> [--batch-id ID] [--address HOST:PORT]
@@ -14,7 +14,7 @@ export const rerunUsage = `rollout rerun <rollout-workflow-id> [--batch-id ID] [
   limits) under a new batch id, waits for it and prints both side by side.`;
 
 export async function rerunCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({ args: argv, options: { 'batch-id': { type: 'string' }, address: { type: 'string' } }, allowPositionals: true, strict: true });
+  const { values, positionals } = parseCommandLine(argv, { command: 'rerun', usage: rerunUsage, options: { 'batch-id': { type: 'string' }, address: { type: 'string' } }, allowPositionals: true });
   const [workflowId] = positionals;
   if (!workflowId || positionals.length > 1) throw new UsageError(`name one rollout workflow id (rollout/<batch>/<task>/<index>)\n${rerunUsage}`);
   const { client: temporal, connection } = await openTemporalClient(temporalSettings(values.address));

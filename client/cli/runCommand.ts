@@ -5,15 +5,17 @@
  */
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { parseArgs } from 'node:util';
 import type { GroupResult } from '../../shared/pipeline.js';
-import { groupProgressQuery } from '../../workflows/definitions.js';
 import { freePort, startDevServer, type RunningDevServer } from '../../workers/temporalDevServer.js';
 import { startLocalPipeline, type LocalPipeline } from '../../workers/startLocalPipeline.js';
 import { BatchInputError, resolveBatch, submitResolvedBatch, type SubmitBatchOptions } from '../submitBatch.js';
 import { summaryTable } from '../report/summaryTable.js';
+import { submittedGroupStates } from '../console/batchStates.js';
+import { progressDisplay } from '../console/progressDisplay.js';
+import { watchProgress } from '../console/watchProgress.js';
 import { openTemporalClient, temporalSettings, type TemporalSettings } from '../../workers/temporalConnection.js';
 import { dataDir as resolveDataDir, expandTaskDirs, parsePolicy, taskQueuesFor } from './cliSettings.js';
+import { parseCommandLine } from './commandLine.js';
 import { UsageError } from './usageError.js';
 
 export const runUsage = `rollout run --tasks DIR... [--group-size N] [--policy P] [--batch-id ID] [options]
@@ -26,6 +28,7 @@ export const runUsage = `rollout run --tasks DIR... [--group-size N] [--policy P
   --out FILE     JSONL of rollouts (default <data-dir>/results/<batch>.jsonl)
   --embedded     start a local Temporal dev server and workers first (state in <data-dir>/temporal.sqlite)
   --stay         with --embedded: keep the server and its Web UI up until Ctrl-C
+  --verbose      with --embedded: worker logs on the console (default: <data-dir>/logs/worker-<batch>.log)
   --queue-prefix P  submit to the workers started with the same --queue-prefix
   --address, --data-dir`;
 
@@ -51,8 +54,9 @@ async function portOr(preferred: number): Promise<number> {
 }
 
 export async function runCommand(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
+  const { values } = parseCommandLine(argv, {
+    command: 'run',
+    usage: runUsage,
     options: {
       tasks: { type: 'string', multiple: true },
       'group-size': { type: 'string' },
@@ -69,11 +73,11 @@ export async function runCommand(argv: string[]): Promise<number> {
       out: { type: 'string' },
       embedded: { type: 'boolean', default: false },
       stay: { type: 'boolean', default: false },
+      verbose: { type: 'boolean', default: false },
       address: { type: 'string' },
       'data-dir': { type: 'string' },
       'queue-prefix': { type: 'string' },
     },
-    strict: true,
   });
   if (!values.tasks?.length) throw new UsageError(`--tasks is required\n${runUsage}`);
   const verify = parseVerifyMode(values.verify);
@@ -117,8 +121,9 @@ export async function runCommand(argv: string[]): Promise<number> {
       mkdirSync(data, { recursive: true });
       server = await startDevServer({ port: await portOr(7233), uiPort: await portOr(8233), dbFilename: join(data, 'temporal.sqlite'), logFile: join(data, 'temporal-dev-server.log') });
       temporal = { address: server.address, namespace: server.namespace, tls: undefined, apiKey: undefined };
-      pipeline = await startLocalPipeline({ temporal, dataDir: data, ...(taskQueues ? { taskQueues } : {}) });
-      process.stderr.write(`embedded Temporal dev server at ${server.address}, Web UI ${server.uiUrl}\n`);
+      const logFile = values.verbose || process.env.LOG_LEVEL ? undefined : join(data, 'logs', `worker-${batchId}.log`);
+      pipeline = await startLocalPipeline({ temporal, dataDir: data, ...(taskQueues ? { taskQueues } : {}), ...(logFile ? { logFile } : {}) });
+      process.stderr.write(`embedded Temporal dev server at ${server.address}, Web UI ${server.uiUrl}\n${logFile ? `worker logs: ${logFile} (--verbose or LOG_LEVEL=info shows them here)\n` : ''}`);
     }
     temporalClient = await openTemporalClient(temporal);
     const { client } = temporalClient;
@@ -126,33 +131,17 @@ export async function runCommand(argv: string[]): Promise<number> {
     const reused = batch.groups.filter((g) => !g.started).length;
     process.stderr.write(`batch ${batchId}: ${batch.groups.length} groups × ${groupSize} rollouts${reused ? ` (${reused} already submitted earlier: attached, not restarted)` : ''}\n`);
 
-    const total = batch.groups.length * groupSize;
-    const finished = new Map<string, number>();
-    const showProgress = async (): Promise<void> => {
-      await Promise.all(
-        batch.groups.map(async (g) => {
-          if (finished.get(g.workflowId) === groupSize) return;
-          const p = await g.handle.query(groupProgressQuery).catch(() => undefined);
-          if (p) finished.set(g.workflowId, p.finished);
-        }),
-      );
-      const done = [...finished.values()].reduce((a, b) => a + b, 0);
-      const width = 30;
-      const bar = '#'.repeat(Math.round((done / total) * width)).padEnd(width, '.');
-      process.stderr.write(process.stderr.isTTY ? `\r[${bar}] ${done}/${total} rollouts` : `[${bar}] ${done}/${total} rollouts\n`);
-    };
-    const timer = setInterval(() => void showProgress(), process.stderr.isTTY ? 500 : 5000);
     const results: GroupResult[] = [];
+    const received = new Map<string, GroupResult>();
+    const progress = watchProgress(progressDisplay({ batchId, stream: process.stderr }), () => submittedGroupStates(batch.groups, groupSize, received), process.stderr.isTTY ? 500 : 2000);
     try {
       for await (const group of batch.results()) {
         results.push(group);
-        finished.set(group.workflowId, groupSize);
+        received.set(group.workflowId, group);
       }
     } finally {
-      clearInterval(timer);
+      await progress.stop();
     }
-    await showProgress();
-    if (process.stderr.isTTY) process.stderr.write('\n');
 
     const out = values.out ?? join(data, 'results', `${batchId}.jsonl`);
     mkdirSync(join(out, '..'), { recursive: true });

@@ -2,8 +2,8 @@
  * `rollout server`: runs the Temporal dev server in the foreground with the
  * project's search attributes registered, until Ctrl-C.
  */
-import { parseArgs } from 'node:util';
 import { startDevServer } from '../../workers/temporalDevServer.js';
+import { parseCommandLine } from './commandLine.js';
 import { UsageError } from './usageError.js';
 
 export const serverUsage = `rollout server [--port N] [--ui-port N | --headless] [--db-filename FILE] [--ip ADDR]
@@ -23,8 +23,9 @@ function parsePort(name: string, value: string | undefined, fallback: number): n
 }
 
 export async function serverCommand(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
+  const { values } = parseCommandLine(argv, {
+    command: 'server',
+    usage: serverUsage,
     options: {
       port: { type: 'string' },
       'ui-port': { type: 'string' },
@@ -32,7 +33,6 @@ export async function serverCommand(argv: string[]): Promise<number> {
       'db-filename': { type: 'string' },
       ip: { type: 'string', default: '127.0.0.1' },
     },
-    strict: true,
   });
   if (values.headless && values['ui-port'] !== undefined) throw new UsageError('--headless and --ui-port exclude each other');
   const server = await startDevServer({

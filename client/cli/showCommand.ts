@@ -3,13 +3,13 @@
  * turn, from Temporal (result, or live progress) and the trajectory store.
  */
 import { writeFileSync } from 'node:fs';
-import { parseArgs } from 'node:util';
 import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
 import { readRolloutState, ShowError } from '../show/readRolloutState.js';
 import { rolloutHtml } from '../show/rolloutHtml.js';
 import { rolloutText } from '../show/rolloutText.js';
 import { buildRolloutView } from '../show/rolloutView.js';
 import { openStoreFromFlags } from './cliSettings.js';
+import { parseCommandLine } from './commandLine.js';
 import { UsageError } from './usageError.js';
 
 export const showUsage = `rollout show <rollout-workflow-id> [--html FILE] [--lines N] [--store fs|fs:DIR|postgres://...] [--trajectories DIR] [--data-dir DIR] [--address HOST:PORT]
@@ -19,11 +19,11 @@ export const showUsage = `rollout show <rollout-workflow-id> [--html FILE] [--li
   it has so far. --html writes the same as a self-contained page.`;
 
 export async function showCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({
-    args: argv,
+  const { values, positionals } = parseCommandLine(argv, {
+    command: 'show',
+    usage: showUsage,
     options: { html: { type: 'string' }, lines: { type: 'string' }, trajectories: { type: 'string' }, store: { type: 'string' }, 'data-dir': { type: 'string' }, address: { type: 'string' } },
     allowPositionals: true,
-    strict: true,
   });
   const [workflowId] = positionals;
   if (!workflowId || positionals.length > 1) throw new UsageError(`name one rollout workflow id (rollout/<batch>/<task>/<index>)\n${showUsage}`);

@@ -1,22 +1,51 @@
 /** `rollout status <batch>`: every group of a batch, running or finished, from Temporal itself. */
-import { parseArgs } from 'node:util';
+import type { Client } from '@temporalio/client';
 import { groupProgressQuery } from '../../workflows/definitions.js';
 import { listBatchGroups } from '../batchGroups.js';
 import { summaryTable } from '../report/summaryTable.js';
 import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
+import { batchGroupStates } from '../console/batchStates.js';
+import { progressDisplay } from '../console/progressDisplay.js';
+import { watchProgress } from '../console/watchProgress.js';
+import { parseCommandLine } from './commandLine.js';
 import { UsageError } from './usageError.js';
 
-export const statusUsage = `rollout status <batch-id> [--address HOST:PORT]
-  Lists the batch's groups: progress of running ones, the table of finished ones.`;
+/** Shows the batch's live progress until every group has finished; false when it has no groups. */
+async function watchBatch(client: Client, batchId: string): Promise<boolean> {
+  const poll = batchGroupStates(client, batchId);
+  if ((await poll()).length === 0) return false;
+  let allClosed: () => void = () => undefined;
+  const closed = new Promise<void>((resolve) => (allClosed = resolve));
+  const watch = watchProgress(
+    progressDisplay({ batchId, stream: process.stderr }),
+    async () => {
+      const groups = await poll();
+      if (groups.every((g) => g.closed)) allClosed();
+      return groups;
+    },
+    process.stderr.isTTY ? 1000 : 2000,
+  );
+  await closed;
+  await watch.stop();
+  return true;
+}
+
+export const statusUsage = `rollout status <batch-id> [--watch] [--address HOST:PORT]
+  Lists the batch's groups: progress of running ones, the table of finished ones.
+  --watch   live progress (as rollout run shows it) until every group has finished, then the table`;
 
 export async function statusCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseArgs({ args: argv, options: { address: { type: 'string' } }, allowPositionals: true, strict: true });
+  const { values, positionals } = parseCommandLine(argv, { command: 'status', usage: statusUsage, options: { address: { type: 'string' }, watch: { type: 'boolean', default: false } }, allowPositionals: true });
   const [batchId] = positionals;
   if (!batchId || positionals.length > 1) throw new UsageError(`name one batch id\n${statusUsage}`);
   if (!/^[A-Za-z0-9._-]+$/.test(batchId)) throw new UsageError(`batch id ${JSON.stringify(batchId)} has characters batch ids never have`);
   const { client: temporal, connection } = await openTemporalClient(temporalSettings(values.address));
   try {
     const client = temporal;
+    if (values.watch && !(await watchBatch(client, batchId))) {
+      process.stdout.write(`no groups of batch ${batchId} on ${temporalSettings(values.address).address}\n`);
+      return 1;
+    }
     const { finished, unfinished } = await listBatchGroups(client, batchId);
     const groups = finished.length + unfinished.length;
     const running: string[] = [];

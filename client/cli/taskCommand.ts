@@ -4,11 +4,11 @@
  * sandboxes. Exit 0 when every task behaves, 1 when one does not, 2 when a
  * task directory is invalid.
  */
-import { parseArgs } from 'node:util';
 import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
 import { checkTask, type TaskCheckReport } from '../../activities/tasks/checkTask.js';
 import { loadTask } from '../../activities/tasks/loadTask.js';
 import { ClassifiedError } from '../../shared/failures.js';
+import { HelpRequested, parseCommandLine, wantsHelp } from './commandLine.js';
 import { UsageError } from './usageError.js';
 
 export const taskUsage = `rollout task check <task-dir>... [--json]
@@ -25,8 +25,9 @@ function printReport(report: TaskCheckReport): void {
 
 export async function taskCommand(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
+  if (sub !== 'check' && wantsHelp(argv)) throw new HelpRequested(taskUsage);
   if (sub !== 'check') throw new UsageError(`unknown task subcommand ${JSON.stringify(sub ?? '')}; usage:\n${taskUsage}`);
-  const { values, positionals } = parseArgs({ args: rest, options: { json: { type: 'boolean', default: false } }, allowPositionals: true, strict: true });
+  const { values, positionals } = parseCommandLine(rest, { command: 'task check', usage: taskUsage, options: { json: { type: 'boolean', default: false } }, allowPositionals: true });
   if (positionals.length === 0) throw new UsageError(`name at least one task directory; usage:\n${taskUsage}`);
 
   const tasks = positionals.map((dir) => {

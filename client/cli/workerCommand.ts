@@ -1,8 +1,8 @@
 /** `rollout worker`: runs this machine's pipeline workers until Ctrl-C (or SIGTERM). */
-import { parseArgs } from 'node:util';
 import { startLocalPipeline } from '../../workers/startLocalPipeline.js';
 import { temporalSettings } from '../../workers/temporalConnection.js';
 import { dataDir, taskQueuesFor } from './cliSettings.js';
+import { parseCommandLine } from './commandLine.js';
 import { UsageError } from './usageError.js';
 
 export const workerUsage = `rollout worker [--address HOST:PORT] [--data-dir DIR] [--policy-rate N] [--metrics HOST:PORT] [--queue-prefix P] [--host-id ID] [--store S]
@@ -17,8 +17,9 @@ export const workerUsage = `rollout worker [--address HOST:PORT] [--data-dir DIR
                   fs:DIR, or postgres://user:password@host:5432/db (env ROLLOUT_STORE)`;
 
 export async function workerCommand(argv: string[]): Promise<number> {
-  const { values } = parseArgs({
-    args: argv,
+  const { values } = parseCommandLine(argv, {
+    command: 'worker',
+    usage: workerUsage,
     options: {
       address: { type: 'string' },
       'data-dir': { type: 'string' },
@@ -28,7 +29,6 @@ export async function workerCommand(argv: string[]): Promise<number> {
       'host-id': { type: 'string' },
       store: { type: 'string' },
     },
-    strict: true,
   });
   const rate = values['policy-rate'] === undefined ? undefined : Number(values['policy-rate']);
   if (rate !== undefined && !(rate > 0)) throw new UsageError(`--policy-rate must be a positive number, got ${JSON.stringify(values['policy-rate'])}`);

@@ -18,9 +18,9 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const task = join(root, 'examples/tasks/write-greeting');
 const scratch = mkdtempSync(join(tmpdir(), 'cli-test-'));
 
-function rollout(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
+function rollout(args: string[], env: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: 'warn' }): Promise<{ code: number | null; stdout: string; stderr: string }> {
   return new Promise((resolvePromise) => {
-    const child = spawn(process.execPath, [join(root, 'client/bin/rollout.js'), ...args], { cwd: scratch, env: { ...process.env, LOG_LEVEL: 'warn' } });
+    const child = spawn(process.execPath, [join(root, 'client/bin/rollout.js'), ...args], { cwd: scratch, env });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
@@ -34,8 +34,19 @@ after(() => rmSync(scratch, { recursive: true, force: true }));
 describe('rollout run --embedded (the demo path)', { timeout: 300_000 }, () => {
   test('starts its own server and workers, runs the batch, writes JSONL and prints the table and UI link', async () => {
     const data = join(scratch, 'embedded');
-    const run = await rollout(['run', '--embedded', '--tasks', task, '--group-size', '2', '--batch-id', 'cli-embedded', '--data-dir', data]);
+    const quiet = { ...process.env };
+    delete quiet.LOG_LEVEL;
+    const run = await rollout(['run', '--embedded', '--tasks', task, '--group-size', '2', '--batch-id', 'cli-embedded', '--data-dir', data], quiet);
     assert.equal(run.code, 0, run.stderr);
+    // Without a TTY: each group's line once it finishes, the batch line; worker logs in a file, none on the console.
+    assert.match(run.stderr, /^write-greeting +complete +2\/2 done +rewards 1 0$/m);
+    assert.match(run.stderr, /^batch cli-embedded: 2\/2 rollouts done, 0 running, 0 failed · 1\/1 groups finished · \d+s elapsed, finished$/m);
+    const logFile = join(data, 'logs/worker-cli-embedded.log');
+    assert.ok(run.stderr.includes(`worker logs: ${logFile}`), run.stderr);
+    assert.doesNotMatch(run.stdout + run.stderr, /"level":|No workflows registered/, 'no log lines and no SDK warnings on the console');
+    const logged = readFileSync(logFile, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { msg: string; level: number });
+    assert.ok(logged.some((l) => l.msg === 'pipeline workers running'), 'the workers log to the file');
+    assert.deepEqual(logged.filter((l) => l.level >= 40), [], 'a normal run logs no warnings');
     assert.match(run.stdout, /write-greeting +complete +2\/2 +0\.50 +0\.50 +1 0 +ok\/submitted:2/);
     assert.match(run.stdout, /Temporal Web UI: http:\/\/127\.0\.0\.1:\d+\/namespaces\/default\/workflows\?query=RolloutBatch%3D%22cli-embedded%22/);
     const lines = readFileSync(join(data, 'results/cli-embedded.jsonl'), 'utf8').trim().split('\n').map((l) => JSON.parse(l) as { reward: number; taskId: string; experiment: unknown });
@@ -65,6 +76,23 @@ describe('rollout run and status against running workers', { timeout: 300_000 },
     const again = await rollout(['run', '--address', address, '--tasks', task, '--group-size', '2', '--batch-id', 'cli-remote', '--policy', 'scripted:oracle', '--data-dir', join(scratch, 'remote')]);
     assert.equal(again.code, 0, again.stderr);
     assert.match(again.stderr, /1 already submitted earlier: attached, not restarted/);
+  });
+
+  test('status --watch follows a batch started elsewhere until it finishes, then prints the table', async () => {
+    const address = testServerAddress();
+    const started = rollout(['run', '--address', address, '--tasks', task, '--group-size', '3', '--batch-id', 'cli-watch', '--policy', 'scripted:mixed', '--data-dir', join(scratch, 'watch')]);
+    let listed = await rollout(['status', 'cli-watch', '--address', address]);
+    for (let i = 0; listed.code !== 0 && i < 60; i++) {
+      await new Promise((r) => setTimeout(r, 500));
+      listed = await rollout(['status', 'cli-watch', '--address', address]);
+    }
+    assert.equal(listed.code, 0, `the run submits its group: ${listed.stdout}${listed.stderr}`);
+    const watch = await rollout(['status', 'cli-watch', '--watch', '--address', address]);
+    assert.equal(watch.code, 0, watch.stderr);
+    assert.match(watch.stderr, /^write-greeting +complete +3\/3 done +rewards 1 0 1$/m);
+    assert.match(watch.stderr, /^batch cli-watch: 3\/3 rollouts done, 0 running, 0 failed · 1\/1 groups finished · \d+s elapsed, finished$/m);
+    assert.match(watch.stdout, /write-greeting +complete +3\/3 +0\.67/);
+    assert.equal((await started).code, 0);
   });
 
   test('gc --dry-run reports what it examined and removes nothing', async () => {
@@ -136,7 +164,7 @@ describe('bad input gets exit code 2 and a message naming the problem', { timeou
     [['run', '--tasks', task, '--policy', 'openai'], /--policy openai needs --base-url/],
     [['run', '--tasks', task, '--verify', 'sometimes'], /--verify is in-place or clean-room/],
     [['run'], /--tasks is required/],
-    [['run', '--tasks', task, '--bogus'], /Unknown option '--bogus'/],
+    [['run', '--tasks', task, '--bogus'], /unknown option --bogus \(rollout run --help lists its options\)/],
     [['status'], /name one batch id/],
     [['cancel', 'rollout/b/t/0'], /--reason is required/],
     [['cancel'], /name one rollout workflow id/],

@@ -26,7 +26,7 @@ after(async () => {
 
 function runPython(args: string[]): Promise<{ code: number | null; stdout: string; stderr: string }> {
   const python = process.env.ROLLOUT_TRAINER_PYTHON;
-  assert.ok(python, 'ROLLOUT_TRAINER_PYTHON is set by scripts/setup.sh (run the tests through `bash scripts/with-env.sh npm test`)');
+  assert.ok(python, 'ROLLOUT_TRAINER_PYTHON is set by scripts/setup.sh test (run the tests through `bash scripts/with-env.sh --for test npm test`)');
   return new Promise((resolvePromise) => {
     const child = spawn(python, [join(root, 'examples/python-trainer/submit_group.py'), ...args], {
       env: { ...process.env, TEMPORAL_ADDRESS: testServerAddress(), ROLLOUT_MAIN_QUEUE: h.taskQueues.main, ROLLOUT_POLICY_QUEUE: h.taskQueues.policy },
