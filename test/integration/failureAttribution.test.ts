@@ -62,7 +62,7 @@ describe('failure attribution: an agent cannot turn a 0 into a masked attempt', 
       const failed = (history.events ?? []).map((e) => e.activityTaskFailedEventAttributes?.failure).find((f) => f?.applicationFailureInfo?.type === 'model/verifier_blocked');
       assert.match(failed?.message ?? '', /control/, 'the Temporal UI shows the evidence on the failed verify');
     }
-    assert.equal(group.masked.count, 0, 'nothing masked');
+    assert.equal(group.masked?.count, 0, 'nothing masked');
     assert.deepEqual((await h.provider.list()).length, 0, 'no sandbox left, control sandboxes included');
   });
 
@@ -76,6 +76,6 @@ describe('failure attribution: an agent cannot turn a 0 into a masked attempt', 
         `no attempt is blamed on the infrastructure: ${describeRollout(r)}`,
       );
     }
-    assert.equal(group.masked.count, 0, 'nothing masked');
+    assert.equal(group.masked?.count, 0, 'nothing masked');
   });
 });
