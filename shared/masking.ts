@@ -5,7 +5,10 @@
  * masked could dodge low rewards; these numbers make that visible and
  * `failurePolicy.maxMaskedFraction` bounds it. Pure: workflows import it.
  */
-import type { MaskedSummary, RolloutResult } from './pipeline.js';
+import type { GroupResult, MaskedSummary, RolloutResult } from './pipeline.js';
+
+/** The threshold when a group result does not say (groups that ran before it was recorded): the default policy's. */
+const DEFAULT_MAX_MASKED_FRACTION = 0.5;
 
 export function maskedSummary(rollouts: readonly Pick<RolloutResult, 'valid' | 'outcomeClass' | 'outcomeType'>[]): MaskedSummary {
   const byClass: Record<string, number> = {};
@@ -43,4 +46,29 @@ export function describeMasked(m: MaskedSummary, total: number): string {
     .map(([t, n]) => `${t} ${n}`)
     .join(', ');
   return `${m.count} of ${total} (${Math.round(m.fraction * 100)}%)${types ? `: ${types}` : ''}`;
+}
+
+/** A group's masked summary, recomputed from its rollouts for results that ran before it was recorded. */
+export function groupMasked(g: Pick<GroupResult, 'masked' | 'rollouts'>): MaskedSummary {
+  return g.masked ?? maskedSummary(g.rollouts);
+}
+
+export interface BatchMasked {
+  masked: MaskedSummary;
+  /** The strictest maxMaskedFraction of the batch's groups. */
+  maxFraction: number;
+  /** More of the batch is masked than that: its rewards are not to be trusted as a whole. */
+  flagged: boolean;
+  /** One line for `rollout status` and the report. */
+  line: string;
+}
+
+export function batchMasked(groups: readonly Pick<GroupResult, 'masked' | 'rollouts'>[]): BatchMasked {
+  const masked = combineMasked(groups.map((g) => ({ masked: groupMasked(g), rollouts: g.rollouts.length })));
+  const limits = groups.map((g) => g.masked?.maxFraction).filter((f): f is number => f !== undefined);
+  const maxFraction = limits.length > 0 ? Math.min(...limits) : DEFAULT_MAX_MASKED_FRACTION;
+  const flagged = masked.fraction > maxFraction;
+  const total = groups.reduce((n, g) => n + g.rollouts.length, 0);
+  const line = `masked ${describeMasked(masked, total)}${flagged ? `: FLAGGED, more than maxMaskedFraction ${maxFraction} of the batch is masked` : ''}`;
+  return { masked, maxFraction, flagged, line };
 }

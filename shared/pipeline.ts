@@ -212,6 +212,8 @@ export interface MaskedSummary {
   fraction: number;
   byClass: Record<string, number>;
   byType: Record<string, number>;
+  /** failurePolicy.maxMaskedFraction the group ran with (absent in a batch total). */
+  maxFraction?: number;
 }
 
 export interface GroupResult {

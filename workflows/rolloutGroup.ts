@@ -127,8 +127,8 @@ export async function rolloutGroup(request: GroupRequest): Promise<GroupResult> 
     statusReason = `${validCount} valid rollouts, fewer than minValid ${input.minValid}`;
   }
   // The guard on masking: a group whose baseline lost more than maxMaskedFraction is not trusted.
-  const masked = maskedSummary(rollouts);
   const maxMasked = input.failurePolicy.maxMaskedFraction ?? 1;
+  const masked = { ...maskedSummary(rollouts), maxFraction: maxMasked };
   if (status === 'complete' && masked.fraction > maxMasked) {
     status = 'insufficient';
     statusReason = `masked ${describeMasked(masked, rollouts.length)}, more than failurePolicy.maxMaskedFraction ${maxMasked}`;

@@ -8,7 +8,8 @@ import { openTemporalClient, temporalSettings } from '../../workers/temporalConn
 import { UsageError } from './usageError.js';
 
 export const reportUsage = `rollout report <batch-id> [--html FILE] [--address HOST:PORT]
-  Per-stage timing p50/p95, outcomes by class and type, reward distribution per task;
+  Per-stage timing p50/p95, outcomes by class and type, reward distribution per task,
+  what was masked by class and type (flagged past failurePolicy.maxMaskedFraction);
   --html writes a self-contained page with plots.`;
 
 export async function reportCommand(argv: string[]): Promise<number> {

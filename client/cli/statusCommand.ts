@@ -7,7 +7,8 @@ import { openTemporalClient, temporalSettings } from '../../workers/temporalConn
 import { UsageError } from './usageError.js';
 
 export const statusUsage = `rollout status <batch-id> [--address HOST:PORT]
-  Lists the batch's groups: progress of running ones, the table of finished ones.`;
+  Lists the batch's groups: progress of running ones, the table of finished ones
+  with the fraction masked per group and for the batch (flagged past the guard).`;
 
 export async function statusCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseArgs({ args: argv, options: { address: { type: 'string' } }, allowPositionals: true, strict: true });

@@ -211,7 +211,12 @@ export class LocalSandboxProvider implements SandboxProvider {
       throw new ClassifiedError('task', 'invalid_spec', `sandbox spec: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
     }
     const spec = parsed.data;
-    this.ensureHost();
+    try {
+      this.ensureHost();
+    } catch (err) {
+      if (err instanceof ClassifiedError) throw err;
+      throw sandboxError('provision_failed', `local sandbox provider: cannot prepare ${this.etcDir} on this host: ${err instanceof Error ? err.message : String(err)}`, err);
+    }
     const lower = spec.environmentDir;
     if (!lower.startsWith('/') || /[,:\n]/.test(lower)) {
       throw new ClassifiedError('task', 'invalid_spec', `sandbox spec: environmentDir ${JSON.stringify(lower)} must be an absolute path without ',' ':' or newlines (overlayfs cannot take them)`);
@@ -226,8 +231,6 @@ export class LocalSandboxProvider implements SandboxProvider {
 
     const id = `sbx-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
     const stateDir = this.registry.stateDir(id);
-    mkdirSync(join(stateDir, 'rw'), { recursive: true });
-    mkdirSync(join(stateDir, 'merged'));
     const now = Date.now();
     const record: StoredRecord = {
       id,
@@ -241,7 +244,15 @@ export class LocalSandboxProvider implements SandboxProvider {
       cgroupDirs: [],
       handle: null,
     };
-    this.registry.write(record);
+    try {
+      mkdirSync(join(stateDir, 'rw'), { recursive: true });
+      mkdirSync(join(stateDir, 'merged'));
+      this.registry.write(record);
+    } catch (err) {
+      // The host's disk is full (or the state root unwritable): nothing of this sandbox may stay behind.
+      rmSync(stateDir, { recursive: true, force: true });
+      throw sandboxError('provision_failed', `local sandbox ${id}: cannot write its state under ${this.registry.root} on this host: ${err instanceof Error ? err.message : String(err)}`, err);
+    }
 
     try {
       return await this.launch(spec, id, stateDir, record);
