@@ -102,7 +102,7 @@ const JOIN_CGROUP_SCRIPT = 'for f in $ROLLOUT_CGROUP_PROCS; do echo $$ > "$f" ||
 
 /**
  * The sandbox's init (pid 1, bwrap --as-pid-1): tells the host it is up (fd 4),
- * then idles until teardown, reaping orphans once a second. The kernel drops
+ * then idles until teardown, reaping orphans as they die. The kernel drops
  * every signal that processes of a pid namespace send its init unless the init
  * handles it, and this one ignores all it could handle, so nothing inside the
  * sandbox can end it: an agent that kills every process it may signal
@@ -111,6 +111,8 @@ const JOIN_CGROUP_SCRIPT = 'for f in $ROLLOUT_CGROUP_PROCS; do echo $$ > "$f" ||
  */
 const KEEPER_SCRIPT = [
   "trap '' HUP INT QUIT TERM USR1 USR2 ALRM PIPE TSTP TTIN TTOU",
+  // Reaps at once when an orphan dies: a killed fork bomb's zombies would hold the pids limit.
+  "trap 'wait' CHLD",
   'mkfifo /tmp/.rollout-init && exec 5<>/tmp/.rollout-init && rm -f /tmp/.rollout-init || exit 96',
   'echo ready >&4; exec 4>&-',
   'while :; do read -r -t 1 -u 5 _ || wait; done',
@@ -146,6 +148,23 @@ async function killSupersededExec(keyFile: string): Promise<void> {
     for (let i = 0; i < 100 && isSameProcess(pid, startTime); i++) await new Promise((r) => setTimeout(r, 20));
   }
   rmSync(keyFile, { force: true });
+}
+
+/** How many children of `pid` are zombies (dead, not yet reaped). */
+function zombieChildren(pid: number): number {
+  let children: string[];
+  try {
+    children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+  } catch {
+    return 0;
+  }
+  return children.filter((c) => {
+    try {
+      return /^\d+ \(.*\) Z /s.test(readFileSync(`/proc/${c}/stat`, 'utf8'));
+    } catch {
+      return false;
+    }
+  }).length;
 }
 
 function sandboxError(type: 'provision_failed' | 'provision_timeout' | 'sandbox_lost' | 'exec_transport', message: string, cause?: unknown): ClassifiedError<'infra'> {
@@ -522,7 +541,11 @@ export class LocalSandboxProvider implements SandboxProvider {
     };
     for (let round = 0; round < 200; round++) {
       const victims = inNamespace().filter((p) => p !== h.pid && (innermostPid(p) ?? 0) > 1);
-      if (victims.length === 0) return killed.size;
+      if (victims.length === 0) {
+        // The dead are reaped by the init; until then they hold their pids against the limit.
+        for (let i = 0; i < 100 && zombieChildren(h.pid) > 0; i++) await new Promise((r) => setTimeout(r, 20));
+        return killed.size;
+      }
       for (const p of victims) {
         try {
           process.kill(p, 'SIGKILL');
