@@ -2,14 +2,21 @@
  * Activities throw ClassifiedError (`infra/sandbox_lost`, ...). Temporal
  * names a plain Error's failure after its class, so at the activity boundary
  * each classified error becomes an ApplicationFailure whose type is the
- * taxonomy name the workflow classifies and the retry policies list.
+ * taxonomy name the workflow classifies and the retry policies list. Its
+ * evidence (what failure attribution found) travels as the failure's details.
  */
 import { ApplicationFailure } from '@temporalio/common';
 import { ClassifiedError } from '../shared/failures.js';
 
 export function classifiedToApplicationFailure(err: unknown): unknown {
   if (err instanceof ClassifiedError) {
-    return ApplicationFailure.create({ type: err.name, message: err.message, nonRetryable: err.failureClass === 'task', cause: err });
+    return ApplicationFailure.create({
+      type: err.name,
+      message: err.message,
+      nonRetryable: err.failureClass !== 'infra',
+      cause: err,
+      ...(err.evidence.length > 0 ? { details: [{ evidence: err.evidence }] } : {}),
+    });
   }
   return err;
 }

@@ -17,6 +17,8 @@ import type { LoadedTask, TaskRef, TaskRequest } from '../shared/task.js';
 import { TOOL_SCHEMAS } from '../shared/tools.js';
 import { loadConversation, metaName, policyName, SYSTEM_PROMPT, toolName, type AttemptMeta, type PolicyTurnRecord, type ToolTurnRecord } from './agent/conversation.js';
 import { activityLog } from './activityLog.js';
+import { attributeSandboxLoss, attributeVerifyFailure } from './attribution/attributeFailure.js';
+import { VerifierControls } from './attribution/verifierControl.js';
 import { executeToolCall } from './agent/executeTool.js';
 import { withHeartbeats } from './heartbeats.js';
 import { pipelineMetrics, type PipelineMetrics } from './pipelineMetrics.js';
@@ -153,6 +155,16 @@ export function createActivities(deps: ActivityDeps) {
   };
   // Provisioning, every policy step and verification check the task's version; the cache spares them re-reading it.
   const tasks = new TaskCache();
+  // Failure attribution's controls, per task version on this host (this worker serves one host).
+  const controls = new VerifierControls(deps.provider, deps.host);
+  /** Keeps what attribution decided, and why, in the trajectory; the failure goes on either way. */
+  const recordAttribution = async (trajectoryRef: string, attempt: number, stage: string, err: unknown): Promise<void> => {
+    if (!(err instanceof ClassifiedError) || err.evidence.length === 0) return;
+    const record = { stage, failure: failureName(err), message: err.message, evidence: err.evidence, at: new Date().toISOString() };
+    await deps.store.put(trajectoryRef, `attempt-${String(attempt).padStart(2, '0')}/attribution.json`, record).catch((e: unknown) => {
+      deps.logger.warn({ trajectoryRef, error: String(e) }, 'could not keep the attribution in the trajectory');
+    });
+  };
   const policyClient =
     deps.policyClient ?? ((config: ResolvedPolicyConfig): PolicyClient => (config.kind === 'scripted' ? new ScriptedPolicy(config.script) : new OpenAIPolicy(config)));
 
@@ -266,7 +278,13 @@ export function createActivities(deps: ActivityDeps) {
           { workdir: input.workdir, commandTimeoutSec: input.commandTimeoutSec, maxOutputBytes: input.maxOutputBytes, remainingMs: input.remainingMs },
           { ...(signal ? { signal } : {}), key: name },
         ),
-      );
+      ).catch(async (err: unknown) => {
+        // A sandbox gone after the agent's own command: how it died says whose doing it was.
+        const attributed = await attributeSandboxLoss(err, deps.provider, input.handle, summarizeToolCall(call));
+        await recordAttribution(input.trajectoryRef, input.attempt, `turn ${input.turn}`, attributed);
+        if (attributed instanceof ClassifiedError && attributed.evidence.length > 0) activityLog(deps.logger, input).warn({ failure: failureName(attributed), evidence: attributed.evidence }, 'sandbox lost: attributed');
+        throw attributed;
+      });
       const durationMs = performance.now() - started;
       metrics.toolCall(outcome.name, durationMs);
       activityLog(deps.logger, input).debug({ call: summarizeToolCall(call), exitCode: outcome.exitCode, timedOut: outcome.timedOut, durationMs: Math.round(durationMs) }, 'tool call');
@@ -278,11 +296,21 @@ export function createActivities(deps: ActivityDeps) {
     verifyAttempt: async (input: VerifyInput): Promise<VerifyOutput> => {
       const task = loadSubmittedTask(tasks, input.group.task);
       const started = performance.now();
-      const outcome = await withHeartbeats(() =>
-        input.group.verifyMode === 'clean-room'
-          ? verifyCleanRoom(deps.provider, input.handle, task, sandboxSpecForTask(task, { workflowId: `${input.trajectoryRef}/clean-room`, runId: '', attempt: input.attempt }, {}, deps.provider.name === 'kubernetes'))
-          : verifyInPlace(deps.provider, input.handle, task),
-      );
+      const isKubernetes = deps.provider.name === 'kubernetes';
+      const outcome = await withHeartbeats(async () => {
+        try {
+          return await (input.group.verifyMode === 'clean-room'
+            ? verifyCleanRoom(deps.provider, input.handle, task, sandboxSpecForTask(task, { workflowId: `${input.trajectoryRef}/clean-room`, runId: '', attempt: input.attempt }, {}, isKubernetes))
+            : verifyInPlace(deps.provider, input.handle, task));
+        } catch (err) {
+          // A verifier that crashed or timed out: the control on the untouched start says whose doing it was.
+          const controlSpec = sandboxSpecForTask(task, { workflowId: `${input.trajectoryRef}/verifier-control`, runId: '', attempt: input.attempt }, {}, isKubernetes);
+          const attributed = await attributeVerifyFailure(err, task, controls, controlSpec);
+          await recordAttribution(input.trajectoryRef, input.attempt, 'verify', attributed);
+          if (attributed instanceof ClassifiedError && attributed.evidence.length > 0) activityLog(deps.logger, input).warn({ failure: failureName(attributed), evidence: attributed.evidence }, 'verifier failed: attributed');
+          throw attributed;
+        }
+      });
       const verifyMs = performance.now() - started;
       await deps.store.put(input.trajectoryRef, `attempt-${String(input.attempt).padStart(2, '0')}/verify.json`, { ...outcome, verifyMs });
       activityLog(deps.logger, input).info({ reward: outcome.reward, mode: outcome.mode, verifyMs: Math.round(verifyMs) }, 'verified');

@@ -124,7 +124,7 @@ function parentPid(pid: number): number | undefined {
 export interface SandboxMemory {
   /** Sandboxes whose init was still there. */
   sandboxes: number;
-  /** Processes inside their pid namespaces (init and the idle keeper for an idle sandbox). */
+  /** Processes inside their pid namespaces (the idle init alone for an idle sandbox). */
   processes: number;
   /** PSS of those processes, summed. */
   pssKb: number;

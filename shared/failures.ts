@@ -2,6 +2,11 @@
  * The failure taxonomy: every error that ends an attempt has a class and a type.
  *
  * - `model`: the policy's own doing; recorded as data, scored, never retried.
+ *   Besides the agent loop's own ends (max turns, time budget, malformed calls,
+ *   context overflow), these are the attributed ones (ATTRIBUTED_MODEL_TYPES):
+ *   an end that looks like infrastructure but whose evidence shows the agent
+ *   caused it (docs/failure-attribution.md). They get the reward of a failed
+ *   attempt instead of being masked.
  * - `infra`: the environment broke (sandbox, transport, inference endpoint,
  *   storage, verifier crash, lost worker); retried on a fresh sandbox.
  * - `task`: the task itself is invalid; fails fast, never retried.
@@ -10,7 +15,20 @@
  * appears anywhere else. No dependencies: workflow code imports this module.
  */
 export const FAILURE_TYPES = {
-  model: ['max_turns', 'agent_timeout', 'malformed_tool_call', 'context_overflow'],
+  model: [
+    'max_turns',
+    'agent_timeout',
+    'malformed_tool_call',
+    'context_overflow',
+    // The verifier ran past its timeout on the state the agent left; on the untouched start it completes.
+    'verifier_blocked',
+    // The verifier crashed or wrote no reward on the state the agent left; on the untouched start it completes.
+    'verifier_broken',
+    // The sandbox died while the agent's own command ran, with no host-side cause.
+    'sandbox_killed',
+    // The sandbox's own memory limit was hit (its cgroup's OOM killer) while the agent's command ran.
+    'memory_exhausted',
+  ],
   infra: [
     'provision_failed',
     'provision_timeout',
@@ -31,10 +49,18 @@ export type FailureType<C extends FailureClass = FailureClass> = (typeof FAILURE
 
 export const FAILURE_CLASSES = ['model', 'infra', 'task'] as const;
 
+/** Model types given only after evidence showed the agent, not the infrastructure, caused the end. */
+export const ATTRIBUTED_MODEL_TYPES = ['verifier_blocked', 'verifier_broken', 'sandbox_killed', 'memory_exhausted'] as const satisfies readonly FailureType<'model'>[];
+
+/** Every `<class>/<type>` name that retrying the same activity cannot fix (model and task failures). */
+export const NEVER_RETRIED: readonly string[] = [...FAILURE_TYPES.model.map((t) => `model/${t}`), ...FAILURE_TYPES.task.map((t) => `task/${t}`)];
+
 export interface Failure<C extends FailureClass = FailureClass> {
   failureClass: C;
   type: FailureType<C>;
   message: string;
+  /** What the attribution found (the control run, how the sandbox died, the host's health); shown with the failure. */
+  evidence?: string[];
 }
 
 /**
@@ -64,15 +90,17 @@ export function parseFailureName(name: string): Pick<Failure, 'failureClass' | '
 export class ClassifiedError<C extends FailureClass = FailureClass> extends Error {
   readonly failureClass: C;
   readonly type: FailureType<C>;
+  readonly evidence: string[];
 
-  constructor(failureClass: C, type: FailureType<C>, message: string, options?: { cause?: unknown }) {
+  constructor(failureClass: C, type: FailureType<C>, message: string, options?: { cause?: unknown; evidence?: string[] }) {
     super(message, options);
     this.name = failureName({ failureClass, type });
     this.failureClass = failureClass;
     this.type = type;
+    this.evidence = options?.evidence ?? [];
   }
 
   toFailure(): Failure<C> {
-    return { failureClass: this.failureClass, type: this.type, message: this.message };
+    return { failureClass: this.failureClass, type: this.type, message: this.message, ...(this.evidence.length > 0 ? { evidence: this.evidence } : {}) };
   }
 }

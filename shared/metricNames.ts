@@ -18,6 +18,10 @@ export const METRIC = {
   policyErrors: 'rollout_policy_errors',
   /** Histogram (ms) of tool calls executed in sandboxes, tag `tool`. */
   toolCallDuration: 'rollout_tool_call_duration',
+  /** Counter of rollouts masked (left out of their group's baseline), tags `outcome_class` and `outcome_type`. */
+  maskedRollouts: 'rollout_masked_rollouts',
+  /** Histogram of the fraction of each finished group that was masked (0..1), tag `status`. */
+  groupMaskedFraction: 'rollout_group_masked_fraction',
   /** Gauge: sandboxes in this host's registry, tag `provider`. */
   sandboxesAlive: 'rollout_sandboxes_alive',
 } as const;

@@ -82,8 +82,19 @@ export const FailurePolicySchema = z
       .default({ retries: 2, backoffSec: 1, onExhausted: 'mask' }),
     model: z.enum(['score', 'mask']).default('score'),
     task: z.enum(['fail_group', 'mask']).default('fail_group'),
+    /**
+     * The reward of a failed attempt: what an attempt gets whose end failure attribution laid on the
+     * agent (model/verifier_blocked, model/sandbox_killed, ...: it made verification impossible).
+     */
+    failedAttemptReward: z.number().default(0),
+    /**
+     * Most of a group that may be masked (excluded from its baseline); past it the group is reported
+     * insufficient with the reason, and a batch past it is flagged. 1 turns the guard off.
+     */
+    maxMaskedFraction: z.number().min(0).max(1).default(0.5),
   })
   .strict();
+export const DEFAULT_FAILURE_POLICY: FailurePolicy = { infra: { retries: 2, backoffSec: 1, onExhausted: 'mask' }, model: 'score', task: 'fail_group', failedAttemptReward: 0, maxMaskedFraction: 0.5 };
 export type FailurePolicy = z.output<typeof FailurePolicySchema>;
 
 /** A group is one workflow with one child per rollout; its history limits how many fit. */
@@ -102,7 +113,7 @@ export const GroupInputSchema = z
       .max(MAX_GROUP_SIZE, `at most ${MAX_GROUP_SIZE} rollouts per group: each group is one workflow whose history must stay small; use several groups or batches`),
     policy: PolicyConfigSchema,
     limits: RolloutLimitsSchema.default({ maxTurns: 30, commandTimeoutSec: 120, maxOutputBytes: 64 * 1024 }),
-    failurePolicy: FailurePolicySchema.default({ infra: { retries: 2, backoffSec: 1, onExhausted: 'mask' }, model: 'score', task: 'fail_group' }),
+    failurePolicy: FailurePolicySchema.default(DEFAULT_FAILURE_POLICY),
     /** Fewer valid rollouts than this and the group is reported insufficient instead of averaged. */
     minValid: z.number().int().min(1).default(2),
     verifyMode: VerifyModeSchema.default('in-place'),
@@ -168,6 +179,8 @@ export interface AttemptSummary {
   message: string;
   reward: number | null;
   turns: number;
+  /** What failure attribution found (the control, how the sandbox died, the host's health), when it ran. */
+  evidence?: string[];
 }
 
 export interface RolloutResult {
@@ -192,6 +205,17 @@ export interface RolloutResult {
 
 export type GroupStatus = 'complete' | 'insufficient' | 'task_invalid' | 'failed';
 
+/** Rollouts left out of a baseline (valid: false), counted by outcome class and by `<class>/<type>`. */
+export interface MaskedSummary {
+  count: number;
+  /** count / rollouts; 0 for no rollouts. */
+  fraction: number;
+  byClass: Record<string, number>;
+  byType: Record<string, number>;
+  /** failurePolicy.maxMaskedFraction the group ran with (absent in a batch total). */
+  maxFraction?: number;
+}
+
 export interface GroupResult {
   batchId: string;
   taskId: string;
@@ -204,5 +228,7 @@ export interface GroupResult {
   validCount: number;
   meanReward: number | null;
   stdReward: number | null;
+  /** What was masked; absent in results of groups that ran before it was counted (maskedSummary(rollouts) recomputes it). */
+  masked?: MaskedSummary;
   rollouts: RolloutResult[];
 }

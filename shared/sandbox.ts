@@ -158,6 +158,20 @@ export interface SandboxRecord {
   alive: boolean;
 }
 
+/**
+ * What the host knows of how a sandbox that is gone ended, for failure
+ * attribution (activities/attribution/). Every field is evidence the host
+ * holds, never something the sandbox's processes could write.
+ */
+export interface SandboxLossEvidence {
+  /** The provider's record of the sandbox is gone: the host tore it down (a teardown, the reaper). */
+  tornDownByHost: boolean;
+  /** Processes the sandbox's own memory limit killed (cgroup OOM events); null when unknown. */
+  oomKills: number | null;
+  /** How the sandbox's init ended: `signal` when the host killed it, `exit` with a status when it ended on its own; null when unknown. */
+  initEnd: { kind: 'signal'; signal: string } | { kind: 'exit'; status: number } | null;
+}
+
 export interface SandboxProvider {
   readonly name: string;
   provision(spec: SandboxSpec): Promise<ProvisionResult>;
@@ -180,6 +194,8 @@ export interface SandboxProvider {
    * back to killing from inside.
    */
   stopProcesses?(handle: SandboxHandle): Promise<number>;
+  /** How a sandbox found gone ended (see SandboxLossEvidence). Optional: attribution then has no evidence and keeps infra. */
+  lossEvidence?(handle: SandboxHandle): Promise<SandboxLossEvidence>;
 }
 
 /** The handle as a local one; throws for a handle of another provider (host-side tools that read pids and paths). */

@@ -11,6 +11,15 @@ export interface Classified {
   failureClass: FailureClass;
   type: string;
   message: string;
+  /** What failure attribution found, when the activity attributed the failure. */
+  evidence?: string[];
+}
+
+/** The evidence an activity attached to its failure (details[0].evidence), if any. */
+function evidenceOf(failure: ApplicationFailure): { evidence?: string[] } {
+  const first: unknown = failure.details?.[0];
+  if (typeof first !== 'object' || first === null || !('evidence' in first) || !Array.isArray(first.evidence)) return {};
+  return { evidence: first.evidence.filter((e): e is string => typeof e === 'string') };
 }
 
 export function classifyFailure(err: unknown): Classified {
@@ -18,7 +27,7 @@ export function classifyFailure(err: unknown): Classified {
     const cause = err.cause;
     if (cause instanceof ApplicationFailure) {
       const parsed = parseFailureName(cause.type ?? '');
-      if (parsed) return { ...parsed, message: cause.message };
+      if (parsed) return { ...parsed, message: cause.message, ...evidenceOf(cause) };
       return { failureClass: 'infra', type: 'exec_transport', message: `${err.activityType} failed: ${cause.type ?? 'Error'}: ${cause.message}` };
     }
     if (cause instanceof TimeoutFailure) {
@@ -29,7 +38,7 @@ export function classifyFailure(err: unknown): Classified {
   }
   if (err instanceof ApplicationFailure) {
     const parsed = parseFailureName(err.type ?? '');
-    if (parsed) return { ...parsed, message: err.message };
+    if (parsed) return { ...parsed, message: err.message, ...evidenceOf(err) };
   }
   return { failureClass: 'infra', type: 'exec_transport', message: err instanceof Error ? err.message : String(err) };
 }

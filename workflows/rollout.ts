@@ -14,20 +14,16 @@
 import { CancellationScope, isCancellation, log, metricMeter, patched, proxyActivities, setCurrentDetails, setHandler, sleep, upsertSearchAttributes, workflowInfo, type ActivityOptions } from '@temporalio/workflow';
 import type { PipelineActivities, ProvisionOutput } from '../activities/createActivities.js';
 import type { AttemptSummary, ExperimentRecord, OutcomeClass, RolloutInput, RolloutResult, StageTimings } from '../shared/pipeline.js';
+import { NEVER_RETRIED } from '../shared/failures.js';
 import { METRIC } from '../shared/metricNames.js';
 import { trajectoryRefOf } from '../shared/names.js';
 import { ROLLOUT_ATTEMPTS, ROLLOUT_OUTCOME, ROLLOUT_OUTCOME_CLASS, ROLLOUT_REWARD } from '../shared/searchAttributes.js';
 import { classifyFailure, type Classified } from './classifyFailure.js';
 import { cancelRolloutUpdate, rolloutProgressQuery, type RolloutProgress } from './definitions.js';
 
-/** Failures that retrying the same activity cannot fix. */
+/** Failures that retrying the same activity cannot fix: every model and task type, and these infra ones. */
 const NON_RETRYABLE = [
-  'model/max_turns',
-  'model/agent_timeout',
-  'model/malformed_tool_call',
-  'model/context_overflow',
-  'task/invalid_spec',
-  'task/verifier_self_check_failed',
+  ...NEVER_RETRIED,
   'infra/sandbox_lost',
   'infra/capability_missing',
   'infra/provision_failed',
@@ -256,7 +252,17 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
       }
       if (isCancellation(err)) throw err;
       const c = classifyFailure(err);
-      history.push({ attempt, outcomeClass: c.failureClass, outcomeType: c.type, message: c.message, reward: null, turns: progress.turn });
+      // Failure attribution (activities/attribution/) laid the end on the agent: it made verification
+      // impossible. Scored as a failed attempt, never retried, never masked unless the policy masks model.
+      if (c.failureClass === 'model' && patched('attributed-model-failures')) {
+        const reward = group.failurePolicy.failedAttemptReward ?? 0;
+        history.push({ attempt, outcomeClass: 'model', outcomeType: c.type, message: c.message, reward, turns: progress.turn, ...(c.evidence ? { evidence: c.evidence } : {}) });
+        log.warn('attempt failed: attributed to the agent', { rollout: index, attempt, type: c.type, message: c.message, evidence: c.evidence });
+        progress.reward = reward;
+        result = finish(reward, group.failurePolicy.model === 'score', 'model', c.type, attempt + 1, c.evidence);
+        break;
+      }
+      history.push({ attempt, outcomeClass: c.failureClass, outcomeType: c.type, message: c.message, reward: null, turns: progress.turn, ...(c.evidence ? { evidence: c.evidence } : {}) });
       log.warn('attempt failed', { rollout: index, attempt, failureClass: c.failureClass, type: c.type, message: c.message });
       if (c.failureClass === 'infra') attemptFailures.add(1, { outcome_type: c.type });
       if (c.failureClass === 'infra' && attempt + 1 < maxAttempts) {
@@ -269,8 +275,8 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
         });
         continue;
       }
-      if (c.failureClass === 'infra' && group.failurePolicy.infra.onExhausted === 'score') result = finish(0, true, c.failureClass, c.type, attempt + 1);
-      else result = finish(null, false, c.failureClass, c.type, attempt + 1);
+      if (c.failureClass === 'infra' && group.failurePolicy.infra.onExhausted === 'score') result = finish(0, true, c.failureClass, c.type, attempt + 1, c.evidence);
+      else result = finish(null, false, c.failureClass, c.type, attempt + 1, c.evidence);
       break;
     }
   }
@@ -285,13 +291,14 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   }
   return result;
 
-  function finish(reward: number | null, valid: boolean, outcomeClass: OutcomeClass, outcomeType: string, attempts: number): RolloutResult {
+  function finish(reward: number | null, valid: boolean, outcomeClass: OutcomeClass, outcomeType: string, attempts: number, evidence?: string[]): RolloutResult {
     progress.stage = 'done';
     outcomes.add(1, { outcome_class: outcomeClass, outcome_type: outcomeType });
     for (const [stage, ms] of [['queue', timings.queueMs], ['provision', timings.provisionMs], ['agent', timings.agentMs], ['verify', timings.verifyMs], ['teardown', timings.teardownMs]] as const) {
       if (ms > 0 || stage === 'queue') stageDuration.record(ms, { stage });
     }
-    setCurrentDetails(`**done** · ${outcomeClass}/${outcomeType} · reward ${reward ?? 'none'} · ${attempts} attempt${attempts === 1 ? '' : 's'}`);
+    const why = evidence && evidence.length > 0 ? `\n\n**evidence**\n${evidence.map((e) => `- ${e}`).join('\n')}` : '';
+    setCurrentDetails(`**done** · ${outcomeClass}/${outcomeType} · reward ${reward ?? 'none'} · ${attempts} attempt${attempts === 1 ? '' : 's'}${valid ? '' : ' · masked'}${why}`);
     upsertSearchAttributes([
       { key: ROLLOUT_OUTCOME, value: outcomeType },
       { key: ROLLOUT_OUTCOME_CLASS, value: outcomeClass },

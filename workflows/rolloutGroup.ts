@@ -4,8 +4,10 @@
  * the advantages over the valid ones; a group with fewer valid rollouts than
  * minValid is reported insufficient rather than silently averaged.
  */
-import { ApplicationFailure, executeChild, isCancellation, ParentClosePolicy, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, executeChild, isCancellation, metricMeter, ParentClosePolicy, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { PipelineActivities } from '../activities/createActivities.js';
+import { describeMasked, maskedSummary } from '../shared/masking.js';
+import { METRIC } from '../shared/metricNames.js';
 import { rolloutWorkflowId } from '../shared/names.js';
 import { GroupRequestSchema, type GroupRequest, type GroupResult, type GroupStatus, type ResolvedGroupInput, type RolloutResult } from '../shared/pipeline.js';
 import { ROLLOUT_BATCH, ROLLOUT_TASK_ID, ROLLOUT_TASK_VERSION } from '../shared/searchAttributes.js';
@@ -67,6 +69,7 @@ export async function rolloutGroup(request: GroupRequest): Promise<GroupResult> 
       validCount: 0,
       meanReward: null,
       stdReward: null,
+      masked: maskedSummary([]),
       rollouts: [],
     };
   }
@@ -123,6 +126,16 @@ export async function rolloutGroup(request: GroupRequest): Promise<GroupResult> 
     status = 'insufficient';
     statusReason = `${validCount} valid rollouts, fewer than minValid ${input.minValid}`;
   }
+  // The guard on masking: a group whose baseline lost more than maxMaskedFraction is not trusted.
+  const maxMasked = input.failurePolicy.maxMaskedFraction ?? 1;
+  const masked = { ...maskedSummary(rollouts), maxFraction: maxMasked };
+  if (status === 'complete' && masked.fraction > maxMasked) {
+    status = 'insufficient';
+    statusReason = `masked ${describeMasked(masked, rollouts.length)}, more than failurePolicy.maxMaskedFraction ${maxMasked}`;
+  }
+  const maskedCounter = metricMeter.createCounter(METRIC.maskedRollouts, undefined, 'Rollouts masked out of their group baseline');
+  for (const r of rollouts) if (!r.valid) maskedCounter.add(1, { outcome_class: r.outcomeClass, outcome_type: r.outcomeType });
+  metricMeter.createHistogram(METRIC.groupMaskedFraction, 'float', undefined, 'Fraction of each finished group that was masked').record(masked.fraction, { status });
 
   return {
     batchId: input.batchId,
@@ -135,6 +148,7 @@ export async function rolloutGroup(request: GroupRequest): Promise<GroupResult> 
     validCount,
     meanReward: stats.mean,
     stdReward: stats.std,
+    masked,
     rollouts,
   };
 }

@@ -1,7 +1,9 @@
 /**
  * `rollout task check`: proves a task's verifier tells good from bad before
  * any reward from it is trusted. The untouched start must score 0, every
- * known-bad solution must score 0, and the reference solution must score 1.
+ * known-bad solution must score 0, and the reference solution must score 1;
+ * then the red team (redTeam/) tries generic exploits on the verifier, each
+ * of which must score 0.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -9,6 +11,7 @@ import type { SandboxProvider } from '../../shared/sandbox.js';
 import type { LoadedTask } from '../../shared/task.js';
 import { uploadDirectory } from '../sandbox/uploadDirectory.js';
 import { verifyInPlace } from '../verifier/runVerifier.js';
+import { runRedTeam, type RedTeamReport } from './redTeam/runRedTeam.js';
 import { sandboxSpecForTask } from './sandboxSpecForTask.js';
 
 export interface TaskCheckCase {
@@ -22,8 +25,13 @@ export interface TaskCheckCase {
 export interface TaskCheckReport {
   taskId: string;
   version: string;
+  /** Every case passed, no exploit fooled the verifier and every exploit could be tried. */
   passed: boolean;
   cases: TaskCheckCase[];
+  /** The red team's exploits, each of which must score 0; `error` when it could not run at all. */
+  redTeam: RedTeamReport | { error: string };
+  /** A red-team exploit got a reward above 0. */
+  exploitable: boolean;
 }
 
 export async function checkTask(task: LoadedTask, provider: SandboxProvider): Promise<TaskCheckReport> {
@@ -53,5 +61,13 @@ export async function checkTask(task: LoadedTask, provider: SandboxProvider): Pr
   const problems: TaskCheckCase[] = [];
   if (!task.solutionScript) problems.push({ name: 'reference solution', expected: 1, reward: undefined, passed: false, error: 'solution/solve.sh is missing: without it nothing shows the task can score 1' });
   const all = [...results, ...problems];
-  return { taskId: task.id, version: task.version, passed: all.every((c) => c.passed), cases: all };
+  let redTeam: TaskCheckReport['redTeam'];
+  try {
+    redTeam = await runRedTeam(task, provider);
+  } catch (err) {
+    redTeam = { error: err instanceof Error ? err.message : String(err) };
+  }
+  const exploitable = 'exploits' in redTeam && redTeam.exploitable;
+  const redTeamComplete = 'exploits' in redTeam && redTeam.exploits.every((e) => !e.notRun);
+  return { taskId: task.id, version: task.version, passed: all.every((c) => c.passed) && !exploitable && redTeamComplete, cases: all, redTeam, exploitable };
 }

@@ -29,13 +29,13 @@ export interface VerifyOutcome extends Reward {
 }
 
 /**
- * Kills every process in the sandbox but its init (pid 1), keeper (pid 2) and
- * this shell, until none is left. Lists /proc with shell builtins only, so the
+ * Kills every process in the sandbox but its init (pid 1) and this shell,
+ * until none is left. Lists /proc with shell builtins only, so the
  * loop never counts its own helpers.
  */
 export const STOP_AGENT_PROCESSES = `for round in {1..50}; do
   victims=""
-  for d in /proc/[0-9]*; do p=\${d#/proc/}; if [ "$p" -gt 2 ] && [ "$p" != "$$" ]; then victims="$victims $p"; fi; done
+  for d in /proc/[0-9]*; do p=\${d#/proc/}; if [ "$p" -gt 1 ] && [ "$p" != "$$" ]; then victims="$victims $p"; fi; done
   [ -z "$victims" ] && exit 0
   kill -9 $victims 2>/dev/null
   sleep 0.02

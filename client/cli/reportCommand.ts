@@ -10,7 +10,8 @@ import { parseCommandLine } from './commandLine.js';
 import { UsageError } from './usageError.js';
 
 export const reportUsage = `rollout report <batch-id> [--html FILE] [--store fs|fs:DIR|postgres://...] [--trajectories DIR] [--data-dir DIR] [--address HOST:PORT]
-  Per-stage timing p50/p95, outcomes by class and type, reward distribution per task;
+  Per-stage timing p50/p95, outcomes by class and type, reward distribution per task,
+  what was masked by class and type (flagged past failurePolicy.maxMaskedFraction);
   --html writes a self-contained page with plots and every rollout linked to its own
   page (as rollout show --html), written to the folder FILE-rollouts/ beside it.`;
 

@@ -31,7 +31,8 @@ async function watchBatch(client: Client, batchId: string): Promise<boolean> {
 }
 
 export const statusUsage = `rollout status <batch-id> [--watch] [--address HOST:PORT]
-  Lists the batch's groups: progress of running ones, the table of finished ones.
+  Lists the batch's groups: progress of running ones, the table of finished ones
+  with the fraction masked per group and for the batch (flagged past the guard).
   --watch   live progress (as rollout run shows it) until every group has finished, then the table`;
 
 export async function statusCommand(argv: string[]): Promise<number> {

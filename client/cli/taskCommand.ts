@@ -13,13 +13,27 @@ import { UsageError } from './usageError.js';
 
 export const taskUsage = `rollout task check <task-dir>... [--json]
   Runs the verifier on the untouched start (must score 0), every known-bad/*.sh
-  (must score 0) and solution/solve.sh (must score 1), each in a fresh sandbox.`;
+  (must score 0) and solution/solve.sh (must score 1), each in a fresh sandbox;
+  then a red team of generic exploits (exit with success at load, expected
+  outputs empty/huge/link/pipe, workspace emptied), each of which must score 0.
+  A task whose verifier rewards an exploit is reported exploitable (exit 1).`;
 
 function printReport(report: TaskCheckReport): void {
   process.stdout.write(`${report.passed ? 'PASS' : 'FAIL'}  ${report.taskId}  (version ${report.version.slice(0, 12)})\n`);
   for (const c of report.cases) {
     const got = c.reward === undefined ? 'no reward' : `reward ${c.reward}`;
     process.stdout.write(`  ${c.passed ? 'ok  ' : 'BAD '} ${c.name.padEnd(34)} expected ${c.expected}, ${got}${c.error ? `: ${c.error}` : ''}\n`);
+  }
+  if ('error' in report.redTeam) {
+    process.stdout.write(`  BAD  red team could not run: ${report.redTeam.error}\n`);
+    return;
+  }
+  process.stdout.write(`  red team: ${report.exploitable ? `EXPLOITABLE by ${report.redTeam.exploits.filter((e) => e.exploitable).map((e) => e.name).join(', ')}` : 'no exploit scored above 0'}\n`);
+  const width = Math.max(10, ...report.redTeam.exploits.map((e) => e.name.length));
+  process.stdout.write(`  ${'exploit'.padEnd(width)}  verdict      reward  note\n`);
+  for (const e of report.redTeam.exploits) {
+    const verdict = e.exploitable ? 'EXPLOITABLE' : e.notRun ? 'NOT RUN' : 'resists';
+    process.stdout.write(`  ${e.name.padEnd(width)}  ${verdict.padEnd(11)}  ${(e.reward === undefined ? '-' : String(e.reward)).padStart(6)}  ${e.note ?? e.description}\n`);
   }
 }
 
@@ -54,6 +68,9 @@ export async function taskCommand(argv: string[]): Promise<number> {
   }
   if (values.json) process.stdout.write(`${JSON.stringify(reports, null, 2)}\n`);
   const failed = reports.filter((r) => !r.passed).length;
-  if (!values.json) process.stdout.write(`${reports.length - failed} of ${reports.length} tasks pass their check\n`);
+  if (!values.json) {
+    const exploitable = reports.filter((r) => r.exploitable).map((r) => r.taskId);
+    process.stdout.write(`${reports.length - failed} of ${reports.length} tasks pass their check${exploitable.length > 0 ? `; exploitable: ${exploitable.join(', ')}` : ''}\n`);
+  }
   return failed === 0 ? 0 : 1;
 }

@@ -3,7 +3,8 @@
  * class and type, and the reward distribution per task, computed from a
  * batch's group results.
  */
-import type { GroupResult, StageTimings } from '../../shared/pipeline.js';
+import { batchMasked, groupMasked, type BatchMasked } from '../../shared/masking.js';
+import type { GroupResult, MaskedSummary, StageTimings } from '../../shared/pipeline.js';
 import { summarize, type Summary } from '../../shared/stats.js';
 
 export const STAGES: (keyof StageTimings)[] = ['queueMs', 'provisionMs', 'agentMs', 'verifyMs', 'teardownMs'];
@@ -17,6 +18,7 @@ export interface TaskRewards {
   std: number | null;
   /** Reward value → how many valid rollouts got it. */
   histogram: [number, number][];
+  masked: MaskedSummary;
 }
 
 /** One rollout as the report lists it (the HTML page links each to its own page). */
@@ -41,6 +43,8 @@ export interface BatchReport {
   stages: Record<keyof StageTimings, Summary & { samples: number[] }>;
   outcomes: { outcomeClass: string; outcomeType: string; count: number }[];
   tasks: TaskRewards[];
+  /** What the batch left out of its baselines, by class and type, and whether that is past the guard. */
+  masked: BatchMasked;
 }
 
 export function buildReport(batchId: string, groups: GroupResult[]): BatchReport {
@@ -71,6 +75,7 @@ export function buildReport(batchId: string, groups: GroupResult[]): BatchReport
         mean: g.meanReward,
         std: g.stdReward,
         histogram: [...histogram].sort((a, b) => a[0] - b[0]),
+        masked: groupMasked(g),
       };
     })
     .sort((a, b) => a.taskId.localeCompare(b.taskId));
@@ -90,7 +95,7 @@ export function buildReport(batchId: string, groups: GroupResult[]): BatchReport
       })),
     )
     .sort((a, b) => a.taskId.localeCompare(b.taskId) || a.index - b.index);
-  return { batchId, groups: groups.length, rollouts: rollouts.length, rolloutRows, stages, outcomes, tasks };
+  return { batchId, groups: groups.length, rollouts: rollouts.length, rolloutRows, stages, outcomes, tasks, masked: batchMasked(groups) };
 }
 
 export function reportText(report: BatchReport): string {
@@ -102,10 +107,16 @@ export function reportText(report: BatchReport): string {
   }
   lines.push('', 'outcome                               count');
   for (const o of report.outcomes) lines.push(`${`${o.outcomeClass}/${o.outcomeType}`.padEnd(36)}  ${String(o.count).padStart(5)}`);
-  lines.push('', 'task                 status        valid  mean   std    rewards (value×count)');
+  lines.push('', 'masked (left out of the baseline)      count');
+  const m = report.masked.masked;
+  for (const [cls, n] of Object.entries(m.byClass).sort((a, b) => b[1] - a[1])) lines.push(`  class ${cls.padEnd(30)}  ${String(n).padStart(5)}`);
+  for (const [type, n] of Object.entries(m.byType).sort((a, b) => b[1] - a[1])) lines.push(`  ${type.padEnd(36)}  ${String(n).padStart(5)}`);
+  lines.push(report.masked.line);
+  lines.push('', 'task                 status        valid  masked  mean   std    rewards (value×count)');
   for (const t of report.tasks) {
     const fmt = (n: number | null): string => (n === null ? '-' : n.toFixed(2));
-    lines.push(`${t.taskId.padEnd(20)} ${t.status.padEnd(13)} ${`${t.valid}/${t.n}`.padEnd(6)} ${fmt(t.mean).padEnd(6)} ${fmt(t.std).padEnd(6)} ${t.histogram.map(([v, c]) => `${v}×${c}`).join(' ')}`);
+    const masked = `${Math.round(t.masked.fraction * 100)}%`;
+    lines.push(`${t.taskId.padEnd(20)} ${t.status.padEnd(13)} ${`${t.valid}/${t.n}`.padEnd(6)} ${masked.padEnd(7)} ${fmt(t.mean).padEnd(6)} ${fmt(t.std).padEnd(6)} ${t.histogram.map(([v, c]) => `${v}×${c}`).join(' ')}`);
   }
   return lines.join('\n');
 }

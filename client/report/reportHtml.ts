@@ -1,7 +1,8 @@
 /**
  * `rollout report --html`: one self-contained page (inline SVG, no scripts, no
  * external assets) with stage-time histograms, mean reward per task, the
- * outcome breakdown and every rollout, linked to its own page when given.
+ * outcome breakdown, what was masked (flagged past the guard) and every
+ * rollout, linked to its own page when given.
  */
 import { PAGE_CSP } from '../show/escapeHtml.js';
 import { STAGES, type BatchReport, type RolloutRow } from './batchReport.js';
@@ -87,11 +88,19 @@ export function reportHtml(report: BatchReport, options: ReportHtmlOptions = {})
     Math.max(1, ...report.outcomes.map((o) => o.count)),
   );
   const taskRows = report.tasks
-    .map((t) => `<tr><td>${esc(t.taskId)}</td><td>${esc(t.status)}</td><td>${t.valid}/${t.n}</td><td>${t.mean?.toFixed(2) ?? '-'}</td><td>${t.std?.toFixed(2) ?? '-'}</td><td>${esc(t.histogram.map(([v, c]) => `${v}×${c}`).join(' '))}</td></tr>`)
+    .map((t) => `<tr><td>${esc(t.taskId)}</td><td>${esc(t.status)}</td><td>${t.valid}/${t.n}</td><td>${Math.round(t.masked.fraction * 100)}%</td><td>${t.mean?.toFixed(2) ?? '-'}</td><td>${t.std?.toFixed(2) ?? '-'}</td><td>${esc(t.histogram.map(([v, c]) => `${v}×${c}`).join(' '))}</td></tr>`)
     .join('');
+  const batchMask = report.masked;
+  const maskedTypes = Object.entries(batchMask.masked.byType).sort((a, b) => b[1] - a[1]);
+  const masked = horizontalBars(
+    `Masked: ${Math.round(batchMask.masked.fraction * 100)}% of the batch (guard: maxMaskedFraction ${batchMask.maxFraction})`,
+    maskedTypes.map(([type, n]) => ({ label: type, value: n, colour: CLASS_COLOURS[type.slice(0, type.indexOf('/'))] ?? '#555', note: `${n} (${Math.round((n / Math.max(1, report.rollouts)) * 100)}%)` })),
+    Math.max(1, ...maskedTypes.map(([, n]) => n)),
+  );
+  const maskedFlag = batchMask.flagged ? `<p class="flag" role="alert"><strong>Flagged:</strong> ${esc(batchMask.line)}</p>` : `<p>${esc(batchMask.line)}</p>`;
   return `<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><meta http-equiv="Content-Security-Policy" content="${PAGE_CSP}"><title>rollout report ${esc(report.batchId)}</title>
-<style>body{font-family:system-ui,sans-serif;margin:24px;color:#222}figure{display:inline-block;margin:8px 16px 16px 0;vertical-align:top}figcaption{font-weight:600;margin-bottom:4px}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}</style>
+<style>body{font-family:system-ui,sans-serif;margin:24px;color:#222}figure{display:inline-block;margin:8px 16px 16px 0;vertical-align:top}figcaption{font-weight:600;margin-bottom:4px}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:4px 8px;text-align:left}.flag{background:#fdecea;border:1px solid #c62828;padding:8px}</style>
 </head><body>
 <h1>Batch ${esc(report.batchId)}</h1>
 <p>${report.groups} groups, ${report.rollouts} rollouts.</p>
@@ -99,9 +108,12 @@ export function reportHtml(report: BatchReport, options: ReportHtmlOptions = {})
 ${stageFigures}
 <h2>Rewards</h2>
 ${rewards}
-<table><tr><th>task</th><th>status</th><th>valid</th><th>mean</th><th>std</th><th>rewards (value×count)</th></tr>${taskRows}</table>
+<table><tr><th>task</th><th>status</th><th>valid</th><th>masked</th><th>mean</th><th>std</th><th>rewards (value×count)</th></tr>${taskRows}</table>
 <h2>Outcomes</h2>
 ${outcomes}
+<h2>Masked (left out of the baseline)</h2>
+${maskedFlag}
+${maskedTypes.length > 0 ? masked : ''}
 <h2>Rollouts</h2>
 ${options.rolloutHref ? '<p>Each rollout links to its page: turns, tool outputs, verifier output, every attempt.</p>' : ''}
 ${rolloutTable(report.rolloutRows, options.rolloutHref)}

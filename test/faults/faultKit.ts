@@ -8,6 +8,7 @@ import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
 import { submitBatch } from '../../client/submitBatch.js';
+import { ATTRIBUTED_MODEL_TYPES } from '../../shared/failures.js';
 import type { GroupResult, PolicyConfig, RolloutLimits } from '../../shared/pipeline.js';
 import { janitorScheduleId } from '../../workers/janitorSchedule.js';
 import { mountsMentioning, processesMentioning } from '../helpers/localSandboxInspector.js';
@@ -21,6 +22,8 @@ export interface FaultRow {
   completed: number;
   classifiedInfra: number;
   scoredModel: number;
+  /** Rollouts with an attempt laid on the agent (an attributed model type): for a real infra fault, must be 0. */
+  misattributed: number;
   leaks: number;
 }
 
@@ -133,13 +136,14 @@ export function rowFor(fault: string, faultsInjected: number, groups: GroupResul
     completed: rollouts.filter((r) => r.reward !== null).length,
     classifiedInfra: rollouts.filter((r) => r.attemptHistory.some((a) => a.outcomeClass === 'infra')).length,
     scoredModel: rollouts.filter((r) => r.outcomeClass === 'model').length,
+    misattributed: rollouts.filter((r) => r.attemptHistory.some((a) => a.outcomeClass === 'model' && (ATTRIBUTED_MODEL_TYPES as readonly string[]).includes(a.outcomeType))).length,
     leaks,
   };
 }
 
 export function summaryTable(rows: FaultRow[]): string {
-  const header = ['fault', 'faults injected', 'rollouts affected', 'completed', 'classified infra', 'scored model', 'leaks'];
-  const body = rows.map((r) => [r.fault, r.faultsInjected, r.rolloutsAffected, r.completed, r.classifiedInfra, r.scoredModel, r.leaks].map(String));
+  const header = ['fault', 'faults injected', 'rollouts affected', 'completed', 'classified infra', 'scored model', 'misattributed', 'leaks'];
+  const body = rows.map((r) => [r.fault, r.faultsInjected, r.rolloutsAffected, r.completed, r.classifiedInfra, r.scoredModel, r.misattributed, r.leaks].map(String));
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => (b[i] ?? '').length)));
   const line = (cells: string[]): string => `| ${cells.map((c, i) => (i === 0 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join(' | ')} |`;
   return [line(header), `|${widths.map((w, i) => (i === 0 ? `:${'-'.repeat(w + 1)}` : `${'-'.repeat(w + 1)}:`)).join('|')}|`, ...body.map(line)].join('\n');

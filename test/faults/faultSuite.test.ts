@@ -7,6 +7,7 @@
  * Prints a summary table and writes it to test-output/fault-summary.md.
  */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync, appendFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -319,8 +320,60 @@ describe('fault suite', { timeout: 1_800_000 }, () => {
     }
   });
 
-  test('every case left nothing behind', () => {
-    assert.ok(rows.length >= 8, `all cases reported (${rows.length})`);
+  test('8. a verifier broken for every state (hangs; crashes without a reward): infra, retried, masked, never laid on the agent', async () => {
+    const host = new FaultHost(scratch, 'verifier-broken');
+    const tasks = ['verifier-always-hangs', 'verifier-never-rewards'].map((t) => join(root, 'test/fixtures/tasks', t));
+    try {
+      await host.startWorker();
+      const run = await runGroups(client, host, { batchId: `fault-verifier-broken-${Date.now()}`, tasks, groupSize: 2, policy: { kind: 'scripted', script: 'oracle' } });
+      const groups = await run.results();
+      const rollouts = rolloutsOf(groups);
+      for (const r of rollouts) {
+        assert.deepEqual([r.outcomeClass, r.valid, r.reward, r.attempts], ['infra', false, null, 3], `${r.workflowId}: ${r.attemptHistory.map((a) => `${a.outcomeClass}/${a.outcomeType}`).join(' ')}`);
+        assert.match(r.outcomeType, /^verifier_(timeout|crashed)$/);
+        for (const a of r.attemptHistory) assert.ok(a.evidence?.some((e) => /control .*failed/.test(e)), `attempt ${a.attempt} names the failed control: ${JSON.stringify(a.evidence)}`);
+      }
+      for (const g of groups) assert.equal(g.status, 'insufficient', 'a group whose verifier is broken is not averaged');
+      rows.push(rowFor('verifier broken for every state', 2, groups, 4, await assertLeakFree(host)));
+    } finally {
+      await host.stop(client);
+    }
+  });
+
+  test("9. the host's disk full (a 4 MiB tmpfs as the sandbox state root, filled from the host): infra/provision_failed, masked, nothing left", async () => {
+    const host = new FaultHost(scratch, 'host-disk-full');
+    mkdirSync(host.sandboxRoot, { recursive: true });
+    execFileSync('mount', ['-t', 'tmpfs', '-o', 'size=4m', 'rollout-fault-disk', host.sandboxRoot]);
+    let mounted = true;
+    try {
+      await host.startWorker();
+      // Filled from the host, after the worker started: no sandbox can write its state any more.
+      try {
+        execFileSync('sh', ['-c', `head -c 8M /dev/zero > ${join(host.sandboxRoot, '.fill')}`], { stdio: 'ignore' });
+      } catch {
+        // ENOSPC: full, as wanted
+      }
+      const run = await runGroups(client, host, { batchId: `fault-host-disk-${Date.now()}`, tasks: [greetingTask], groupSize: 2, policy: { kind: 'scripted', script: 'oracle' } });
+      const groups = await run.results();
+      for (const r of rolloutsOf(groups)) {
+        assert.deepEqual([r.outcomeClass, r.outcomeType, r.valid, r.attempts], ['infra', 'provision_failed', false, 3], r.attemptHistory.map((a) => a.message).join(' | '));
+        assert.match(r.attemptHistory[0]?.message ?? '', /No space left on device|ENOSPC/);
+      }
+      assert.equal(groups[0]?.masked?.count, 2);
+      const leftover = host.leaks();
+      const ownMount = (m: string): boolean => m.split(' ')[5] === host.sandboxRoot;
+      rows.push(rowFor('host disk full (sandbox state root)', 1, groups, 2, countLeaks({ ...leftover, mounts: leftover.mounts.filter((m) => !ownMount(m)) })));
+      execFileSync('umount', [host.sandboxRoot]);
+      mounted = false;
+    } finally {
+      await host.stop(client);
+      if (mounted) execFileSync('umount', ['-l', host.sandboxRoot]);
+    }
+  });
+
+  test('every case left nothing behind, and no real fault was laid on the agent', () => {
+    assert.ok(rows.length >= 10, `all cases reported (${rows.length})`);
     for (const r of rows) assert.equal(r.leaks, 0, `${r.fault}: leaks`);
+    for (const r of rows) assert.equal(r.misattributed, 0, `${r.fault}: misattributed`);
   });
 });

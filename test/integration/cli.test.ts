@@ -73,6 +73,7 @@ describe('rollout run and status against running workers', { timeout: 300_000 },
     const status = await rollout(['status', 'cli-remote', '--address', address]);
     assert.equal(status.code, 0, status.stderr);
     assert.match(status.stdout, /write-greeting +complete +2\/2 +1\.00 +0\.00 +1 1/);
+    assert.match(status.stdout, /^masked 0 of 2 \(0%\)$/m, 'the masked fraction of the batch');
     const again = await rollout(['run', '--address', address, '--tasks', task, '--group-size', '2', '--batch-id', 'cli-remote', '--policy', 'scripted:oracle', '--data-dir', join(scratch, 'remote')]);
     assert.equal(again.code, 0, again.stderr);
     assert.match(again.stderr, /1 already submitted earlier: attached, not restarted/);
@@ -108,7 +109,8 @@ describe('rollout run and status against running workers', { timeout: 300_000 },
     assert.match(report.stdout, /batch cli-remote: 1 groups, 2 rollouts/);
     for (const stage of ['queue', 'provision', 'agent', 'verify', 'teardown']) assert.match(report.stdout, new RegExp(`^${stage} +\\d+ +\\d+ +\\d+$`, 'm'));
     assert.match(report.stdout, /^ok\/submitted +2$/m);
-    assert.match(report.stdout, /^write-greeting +complete +2\/2 +1\.00 +0\.00 +1×2$/m);
+    assert.match(report.stdout, /^write-greeting +complete +2\/2 +0% +1\.00 +0\.00 +1×2$/m);
+    assert.match(report.stdout, /^masked 0 of 2 \(0%\)$/m, 'the masked fraction of the batch');
     const page = readFileSync(html, 'utf8');
     assert.equal(page.match(/<svg /g)?.length, 7, 'five stage histograms, rewards per task, outcomes');
     assert.doesNotMatch(page, /<script|https?:\/\//, 'self-contained: no scripts, no external assets');

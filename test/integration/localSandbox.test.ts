@@ -115,6 +115,27 @@ describe('local sandbox provider', { timeout: 300_000 }, () => {
     }
   });
 
+  test('nothing inside ends the sandbox: kill -9 -1 and signals to its init leave it alive; a kill from the host is evidence of the host', async () => {
+    const { handle } = await provider.provision(spec());
+    try {
+      await provider.exec(handle, '(setsid sleep 600 >/dev/null 2>&1 &); sleep 0.2');
+      const killed = await provider.exec(handle, 'kill -9 -1; for s in TERM INT HUP QUIT USR1 ALRM KILL STOP; do kill -s $s 1; done; echo survived');
+      assert.match(killed.stdout, /survived/);
+      assert.equal((await provider.exec(handle, 'echo alive')).stdout, 'alive\n', 'the sandbox still runs commands');
+      const ps = await provider.exec(handle, 'sleep 1.5; ps -eo pid=,stat=,comm=');
+      assert.doesNotMatch(ps.stdout, /sleep +600|\bZ\b/, `the agent's processes are gone and no zombie is left: ${ps.stdout}`);
+      process.kill(localHandle(handle).pid, 'SIGKILL');
+      await eventually(() => provider.list(), (l) => !l.find((r) => r.id === handle.id)?.alive, 'the init is gone');
+      await assert.rejects(provider.exec(handle, 'true'), /infra\/sandbox_lost|is gone/);
+      const loss = await provider.lossEvidence(handle);
+      assert.deepEqual([loss.tornDownByHost, loss.initEnd], [false, { kind: 'signal', signal: 'SIGKILL' }], 'the host holds the record and how the init ended');
+      assert.ok(loss.oomKills === null || loss.oomKills === 0, `no OOM kill: ${loss.oomKills}`);
+    } finally {
+      await provider.teardown(handle);
+    }
+    assert.equal((await provider.lossEvidence(handle)).tornDownByHost, true, 'after teardown the record is gone');
+  });
+
   test('another process re-attaches to a live sandbox from its JSON handle', async () => {
     const { handle } = await provider.provision(spec());
     try {

@@ -198,6 +198,26 @@ describe('pipeline failure handling', { timeout: 900_000 }, () => {
     }
   });
 
+  test('the guard on masking: a group masked past failurePolicy.maxMaskedFraction is insufficient, with the fraction by type', async () => {
+    const faulty = new FaultyProvider(h.provider, { failProvision: (spec) => spec.labels?.rollout === '1' || spec.labels?.rollout === '2' });
+    await h.startWorkers({ provider: faulty });
+    try {
+      const group = await runOne({
+        tasks: [join(examples, 'write-greeting')],
+        groupSize: 4,
+        minValid: 2,
+        policy: { kind: 'scripted', script: 'oracle' },
+        failurePolicy: { infra: { retries: 0, backoffSec: 0 }, maxMaskedFraction: 0.25 },
+      });
+      assert.equal(group.validCount, 2, 'enough valid rollouts for minValid');
+      assert.deepEqual(group.masked, { count: 2, fraction: 0.5, byClass: { infra: 2 }, byType: { 'infra/provision_failed': 2 }, maxFraction: 0.25 });
+      assert.equal(group.status, 'insufficient');
+      assert.match(group.statusReason, /masked 2 of 4 \(50%\): infra\/provision_failed 2, more than failurePolicy\.maxMaskedFraction 0\.25/);
+    } finally {
+      await h.stopWorkers();
+    }
+  });
+
   test('a task changed after submission fails its group fast, never retried', async () => {
     const dir = join(h.scratch, 'changing-task');
     cpSync(join(examples, 'write-greeting'), dir, { recursive: true });

@@ -100,6 +100,10 @@ describe('worker telemetry: Prometheus metrics and rollout-scoped logs', { timeo
     assert.equal(total(samples, 'rollout_tool_call_duration_count'), 4);
     assert.equal(total(samples, 'rollout_tool_call_duration_count', { tool: 'bash' }), 2);
     assert.equal(total(samples, 'rollout_sandboxes_alive', { provider: 'local' }), 0, 'every sandbox was torn down');
+    // The guard on masking: one finished group, nothing masked.
+    assert.equal(total(samples, 'rollout_group_masked_fraction_count', { status: 'complete' }), 1);
+    assert.equal(total(samples, 'rollout_group_masked_fraction_sum'), 0);
+    assert.equal(total(samples, 'rollout_masked_rollouts'), 0);
   });
 
   test('every log line about a rollout names its workflow id, rollout index and attempt', () => {

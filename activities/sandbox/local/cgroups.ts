@@ -173,3 +173,16 @@ export async function removeCgroups(dirs: string[], timeoutMs = 5_000): Promise<
   }
   return { removed, busy };
 }
+
+/** Processes the cgroup's memory limit killed (v2 memory.events, v1 memory.oom_control); null when the cgroup has no such file. */
+export function cgroupOomKills(dir: string): number | null {
+  for (const file of ['memory.events', 'memory.oom_control']) {
+    try {
+      const match = /^oom_kill (\d+)$/m.exec(readFileSync(join(dir, file), 'utf8'));
+      if (match) return Number(match[1]);
+    } catch {
+      // not this hierarchy's file
+    }
+  }
+  return null;
+}

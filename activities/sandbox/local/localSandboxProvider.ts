@@ -33,13 +33,14 @@ import {
   type ProvisionResult,
   type ReadFileOptions,
   type SandboxHandle,
+  type SandboxLossEvidence,
   type SandboxProvider,
   type SandboxRecord,
   type SandboxSpec,
   type TeardownReport,
 } from '../../../shared/sandbox.js';
 import { BoundedOutput } from '../boundedOutput.js';
-import { cgroupPids, createSandboxCgroup, killCgroupProcesses, removeCgroups, type CgroupPlacement } from './cgroups.js';
+import { cgroupOomKills, cgroupPids, createSandboxCgroup, killCgroupProcesses, removeCgroups, type CgroupPlacement } from './cgroups.js';
 import { checkHostCapabilities, DEFAULT_HOST_PROGRAMS, type HostPrograms } from './hostCapabilities.js';
 import { innermostPid, isSameProcess, namespaceOf, processesInNamespace, processStartTime } from './procfs.js';
 import { SandboxRegistry, type StoredRecord } from './sandboxRegistry.js';
@@ -77,21 +78,45 @@ function spawnViaFromEnv(): SpawnVia {
 /** Grace between SIGTERM and SIGKILL for a command that ran out of time. */
 const KILL_AFTER_MS = 2_000;
 
-/** Shell run by `unshare --mount`: mounts the writable layer and overlay in the private namespace, then becomes bwrap. */
+/**
+ * Shell run by `unshare --mount`: mounts the writable layer and overlay in the
+ * private namespace, runs bwrap, and writes how the sandbox's init ended to
+ * `init-exit` in the state directory (bwrap's status: 137 when the host
+ * SIGKILLed it; anything else means it exited on its own). Failure
+ * attribution reads it (lossEvidence).
+ */
 const MOUNT_SCRIPT = [
   'set -e',
   'state=$1; lower=$2; size=$3; shift 3',
   'mount -t tmpfs -o "size=$size,mode=0755" rollout-rw "$state/rw"',
   'mkdir "$state/rw/upper" "$state/rw/work"',
   'mount -t overlay overlay -o "lowerdir=$lower,upperdir=$state/rw/upper,workdir=$state/rw/work" "$state/merged"',
-  'exec "$@"',
+  'set +e',
+  '"$@"',
+  'echo $? > "$state/init-exit"',
 ].join('\n');
+export const INIT_EXIT_FILE = 'init-exit';
 
 /** Joins the sandbox's cgroups (paths in ROLLOUT_CGROUP_PROCS), then becomes the given command. */
 const JOIN_CGROUP_SCRIPT = 'for f in $ROLLOUT_CGROUP_PROCS; do echo $$ > "$f" || exit 97; done; unset ROLLOUT_CGROUP_PROCS; exec "$@"';
 
-/** The sandbox's pid 2: tells the host it is up (fd 4), then idles until teardown. */
-const KEEPER_SCRIPT = 'echo ready >&4; exec 4>&-; exec sleep infinity';
+/**
+ * The sandbox's init (pid 1, bwrap --as-pid-1): tells the host it is up (fd 4),
+ * then idles until teardown, reaping orphans as they die. The kernel drops
+ * every signal that processes of a pid namespace send its init unless the init
+ * handles it, and this one ignores all it could handle, so nothing inside the
+ * sandbox can end it: an agent that kills every process it may signal
+ * (`kill -9 -1`) leaves a live sandbox to verify. Only the host ends it.
+ * Builtins only (read -t, wait): no child of its own for stopProcesses to kill.
+ */
+const KEEPER_SCRIPT = [
+  "trap '' HUP INT QUIT TERM USR1 USR2 ALRM PIPE TSTP TTIN TTOU",
+  // Reaps at once when an orphan dies: a killed fork bomb's zombies would hold the pids limit.
+  "trap 'wait' CHLD",
+  'mkfifo /tmp/.rollout-init && exec 5<>/tmp/.rollout-init && rm -f /tmp/.rollout-init || exit 96',
+  'echo ready >&4; exec 4>&-',
+  'while :; do read -r -t 1 -u 5 _ || wait; done',
+].join('\n');
 
 const PASSWD = 'root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n';
 const GROUP = 'root:x:0:\nnogroup:x:65534:\n';
@@ -123,6 +148,23 @@ async function killSupersededExec(keyFile: string): Promise<void> {
     for (let i = 0; i < 100 && isSameProcess(pid, startTime); i++) await new Promise((r) => setTimeout(r, 20));
   }
   rmSync(keyFile, { force: true });
+}
+
+/** How many children of `pid` are zombies (dead, not yet reaped). */
+function zombieChildren(pid: number): number {
+  let children: string[];
+  try {
+    children = readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').trim().split(/\s+/).filter(Boolean);
+  } catch {
+    return 0;
+  }
+  return children.filter((c) => {
+    try {
+      return /^\d+ \(.*\) Z /s.test(readFileSync(`/proc/${c}/stat`, 'utf8'));
+    } catch {
+      return false;
+    }
+  }).length;
 }
 
 function sandboxError(type: 'provision_failed' | 'provision_timeout' | 'sandbox_lost' | 'exec_transport', message: string, cause?: unknown): ClassifiedError<'infra'> {
@@ -188,7 +230,12 @@ export class LocalSandboxProvider implements SandboxProvider {
       throw new ClassifiedError('task', 'invalid_spec', `sandbox spec: ${parsed.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
     }
     const spec = parsed.data;
-    this.ensureHost();
+    try {
+      this.ensureHost();
+    } catch (err) {
+      if (err instanceof ClassifiedError) throw err;
+      throw sandboxError('provision_failed', `local sandbox provider: cannot prepare ${this.etcDir} on this host: ${err instanceof Error ? err.message : String(err)}`, err);
+    }
     const lower = spec.environmentDir;
     if (!lower.startsWith('/') || /[,:\n]/.test(lower)) {
       throw new ClassifiedError('task', 'invalid_spec', `sandbox spec: environmentDir ${JSON.stringify(lower)} must be an absolute path without ',' ':' or newlines (overlayfs cannot take them)`);
@@ -203,8 +250,6 @@ export class LocalSandboxProvider implements SandboxProvider {
 
     const id = `sbx-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
     const stateDir = this.registry.stateDir(id);
-    mkdirSync(join(stateDir, 'rw'), { recursive: true });
-    mkdirSync(join(stateDir, 'merged'));
     const now = Date.now();
     const record: StoredRecord = {
       id,
@@ -218,7 +263,15 @@ export class LocalSandboxProvider implements SandboxProvider {
       cgroupDirs: [],
       handle: null,
     };
-    this.registry.write(record);
+    try {
+      mkdirSync(join(stateDir, 'rw'), { recursive: true });
+      mkdirSync(join(stateDir, 'merged'));
+      this.registry.write(record);
+    } catch (err) {
+      // The host's disk is full (or the state root unwritable): nothing of this sandbox may stay behind.
+      rmSync(stateDir, { recursive: true, force: true });
+      throw sandboxError('provision_failed', `local sandbox ${id}: cannot write its state under ${this.registry.root} on this host: ${err instanceof Error ? err.message : String(err)}`, err);
+    }
 
     try {
       return await this.launch(spec, id, stateDir, record);
@@ -346,8 +399,8 @@ export class LocalSandboxProvider implements SandboxProvider {
     args.push('--bind', join(stateDir, 'merged'), spec.workdir);
     args.push('--remount-ro', '/');
     args.push('--clearenv', '--setenv', 'PATH', SANDBOX_PATH, '--setenv', 'HOME', '/root');
-    args.push('--chdir', spec.workdir, '--cap-drop', 'ALL', '--info-fd', '3');
-    args.push('--', this.programs.sh, '-c', KEEPER_SCRIPT);
+    args.push('--chdir', spec.workdir, '--cap-drop', 'ALL', '--info-fd', '3', '--as-pid-1');
+    args.push('--', this.programs.bash, '--norc', '--noprofile', '-c', KEEPER_SCRIPT);
     return args;
   }
 
@@ -466,7 +519,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     return { exitCode, stdout, stderr, durationMs: performance.now() - started, timedOut };
   }
 
-  /** SIGKILLs, from the host, every process of the sandbox whose pid inside is above 2 (its init and keeper stay). */
+  /** SIGKILLs, from the host, every process of the sandbox but its init (pid 1 inside). */
   async stopProcesses(handle: SandboxHandle): Promise<number> {
     const h = this.parseHandle(handle);
     const ns = namespaceOf(h.pid, 'pid');
@@ -487,8 +540,12 @@ export class LocalSandboxProvider implements SandboxProvider {
       return processesInNamespace('pid', ns);
     };
     for (let round = 0; round < 200; round++) {
-      const victims = inNamespace().filter((p) => p !== h.pid && (innermostPid(p) ?? 0) > 2);
-      if (victims.length === 0) return killed.size;
+      const victims = inNamespace().filter((p) => p !== h.pid && (innermostPid(p) ?? 0) > 1);
+      if (victims.length === 0) {
+        // The dead are reaped by the init; until then they hold their pids against the limit.
+        for (let i = 0; i < 100 && zombieChildren(h.pid) > 0; i++) await new Promise((r) => setTimeout(r, 20));
+        return killed.size;
+      }
       for (const p of victims) {
         try {
           process.kill(p, 'SIGKILL');
@@ -500,6 +557,37 @@ export class LocalSandboxProvider implements SandboxProvider {
       await new Promise((r) => setTimeout(r, 20));
     }
     throw sandboxError('exec_transport', `sandbox ${h.id}: processes kept appearing after 200 rounds of SIGKILL`);
+  }
+
+  /**
+   * How a sandbox found gone ended, from what only the host holds: its record
+   * (gone after a teardown), its cgroup's OOM kills, and the status the mount
+   * shell wrote when bwrap returned. The init ignores every signal it could
+   * handle and the kernel drops the rest when they come from inside its pid
+   * namespace, so an init killed by a signal was killed from the host; one
+   * that exited did so because of something inside.
+   */
+  async lossEvidence(handle: SandboxHandle): Promise<SandboxLossEvidence> {
+    const record = this.registry.read(handle.id);
+    const dirs = record?.cgroupDirs ?? [];
+    const oomKills = dirs.length > 0 ? dirs.reduce<number | null>((n, dir) => {
+      const k = cgroupOomKills(dir);
+      return k === null ? n : (n ?? 0) + k;
+    }, null) : null;
+    const exitFile = join(this.registry.stateDir(handle.id), INIT_EXIT_FILE);
+    let status: number | null = null;
+    // The mount shell writes the status once bwrap has returned, a moment after the init is gone.
+    for (let i = 0; i < 100 && record && status === null; i++) {
+      try {
+        const text = readFileSync(exitFile, 'utf8').trim();
+        if (/^\d+$/.test(text)) status = Number(text);
+      } catch {
+        await new Promise((r) => setTimeout(r, 20));
+      }
+    }
+    const SIGKILLED = 128 + osConstants.signals.SIGKILL;
+    const initEnd: SandboxLossEvidence['initEnd'] = status === null ? null : status === SIGKILLED ? { kind: 'signal', signal: 'SIGKILL' } : { kind: 'exit', status };
+    return { tornDownByHost: record === undefined, oomKills, initEnd };
   }
 
   async exec(handle: SandboxHandle, command: string, options: ExecOptions = {}): Promise<ExecResult> {

@@ -17,7 +17,7 @@ export const StoredRecordSchema = z.object({
   createdAt: z.string(),
   leaseExpiresAt: z.string(),
   stateDir: z.string(),
-  /** Pid of the launcher (it becomes the outer bwrap that holds the private mount namespace). */
+  /** Pid of the launcher (the mount shell that holds the private mount namespace, runs bwrap and records how its init ended). */
   launcherPid: z.number().int().nullable(),
   cgroupDirs: z.array(z.string()),
   handle: LocalSandboxHandleSchema.nullable(),

@@ -1,4 +1,10 @@
+import os
 import sys
+
+# Read before the code under test loads; printed only after the last assertion (see test.sh).
+with open("/tests/.token") as f:
+    token = f.read().strip()
+os.remove("/tests/.token")
 
 sys.path.insert(0, "/app")
 from stats import median  # noqa: E402
@@ -9,4 +15,4 @@ for values, expected in cases:
     got = median(values)
     assert abs(got - expected) < 1e-9, f"median({original}) = {got}, expected {expected}"
     assert values == original, f"median modified its input: {original} -> {values}"
-print("all median cases pass")
+print(f"all median cases pass: {token}")
