@@ -7,6 +7,7 @@ import { z } from 'zod';
 import type { FailureClass } from './failures.js';
 import { TASK_QUEUES } from './names.js';
 import { TaskRefSchema, TaskRequestSchema } from './task.js';
+import { TokenCaptureSchema, type TokenIntegrity } from './tokens.js';
 
 export const ScriptedPolicySchema = z
   .object({
@@ -47,6 +48,8 @@ export const OpenAIPolicySchema = z
     apiKeyEnv: z.string().regex(/^[A-Z_][A-Z0-9_]*$/).default('OPENAI_API_KEY'),
     sampling: SamplingSchema.default({}),
     requestTimeoutMs: z.number().int().positive().default(120_000),
+    /** Token ids per turn for training (shared/tokens.ts): asked from the server (`server`), built by the pipeline (`pipeline`), or not at all (`off`, for APIs that refuse the extra fields). */
+    tokens: TokenCaptureSchema.default({ mode: 'server', topLogprobs: 0 }),
   })
   .strict();
 
@@ -86,6 +89,21 @@ export const FailurePolicySchema = z
   .strict();
 export type FailurePolicy = z.output<typeof FailurePolicySchema>;
 
+/**
+ * Async RL: how many versions behind the current one a group's oldest turn may be
+ * (staleness = current version - oldest turn version), and what happens past it:
+ * keep: the rollouts stay, tagged with their staleness;
+ * restart: a rollout whose attempt would go on past the bound restarts on a fresh sandbox at the current version;
+ * drop_group: the group is reported `stale`, no rollout valid.
+ */
+export const StalenessSchema = z
+  .object({
+    maxStaleness: z.number().int().min(0).optional(),
+    onStale: z.enum(['keep', 'restart', 'drop_group']).default('keep'),
+  })
+  .strict();
+export type Staleness = z.output<typeof StalenessSchema>;
+
 /** A group is one workflow with one child per rollout; its history limits how many fit. */
 export const MAX_GROUP_SIZE = 1024;
 
@@ -108,6 +126,12 @@ export const GroupInputSchema = z
     verifyMode: VerifyModeSchema.default('in-place'),
     /** Divide mean-centred advantages by the group's reward std (GRPO); off gives plain mean-centring. */
     scaleAdvantagesByStd: z.boolean().default(true),
+    /**
+     * The version of the weights the policy endpoint serves when the group starts; the trainer
+     * advances it while the group runs (advancePolicyVersion). Every turn records the version it ran under.
+     */
+    policyVersion: z.number().int().min(0).default(0),
+    staleness: StalenessSchema.default({ onStale: 'keep' }),
     /** Task queues of this pipeline's workers (separate pipelines can share one namespace). */
     taskQueues: z
       .object({ main: z.string().min(1), policy: z.string().min(1) })
@@ -130,6 +154,8 @@ export type GroupRequest = z.input<typeof GroupRequestSchema>;
 export interface RolloutInput {
   group: ResolvedGroupInput;
   index: number;
+  /** The group's policy version when it started this rollout (absent in rollouts started before versions existed). */
+  policyVersion?: number;
 }
 
 export interface StageTimings {
@@ -188,9 +214,20 @@ export interface RolloutResult {
   timings: StageTimings;
   trajectoryRef: string;
   experiment: ExperimentRecord | null;
+  /** Exact-prefix check over the attempt that produced the result (absent for rollouts from before it existed). */
+  tokenIntegrity?: TokenIntegrity;
+  /** The policy version of every turn of that attempt, in order. */
+  policyVersions?: number[];
+  /** Set by the group: its policy version at the end minus this rollout's oldest turn version (null without turns). */
+  staleness?: number | null;
+  /** Set by the group: staleness is past staleness.maxStaleness. */
+  stale?: boolean;
+  /** Attempts restarted at a newer policy version (staleness.onStale restart). */
+  staleRestarts?: number;
 }
 
-export type GroupStatus = 'complete' | 'insufficient' | 'task_invalid' | 'failed';
+/** `stale`: a rollout's oldest turn was more than staleness.maxStaleness versions behind and onStale is drop_group. */
+export type GroupStatus = 'complete' | 'insufficient' | 'task_invalid' | 'failed' | 'stale';
 
 export interface GroupResult {
   batchId: string;
@@ -205,4 +242,6 @@ export interface GroupResult {
   meanReward: number | null;
   stdReward: number | null;
   rollouts: RolloutResult[];
+  /** The policy version when the group finished (absent for groups from before versions existed). */
+  policyVersion?: number;
 }

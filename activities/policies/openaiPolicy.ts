@@ -12,6 +12,8 @@ import { failureName } from '../../shared/failures.js';
 import type { OpenAIPolicySchema } from '../../shared/pipeline.js';
 import type { AssistantMessage, ToolCall } from '../../shared/tools.js';
 import type { PolicyClient, PolicyRequest, PolicyResponse } from './policyClient.js';
+import { serverRoot, ServerEndpoints } from './tokens/serverEndpoints.js';
+import { renderServerPrompt, serverTurnTokens } from './tokens/serverTokenCapture.js';
 
 type OpenAIPolicyConfig = z.output<typeof OpenAIPolicySchema>;
 
@@ -62,6 +64,10 @@ export class OpenAIPolicy implements PolicyClient {
       ...(sampling.seed !== undefined ? { seed: sampling.seed + request.rolloutIndex * 100_003 + request.attempt * 1_009 + request.turn } : {}),
       ...(sampling.logprobs ? { logprobs: true } : {}),
     };
+    // Token ids for training (shared/tokens.ts): vLLM returns them on request, llama.cpp puts the id in each logprobs entry.
+    const capture = this.config.tokens.mode === 'server';
+    if (capture) Object.assign(body, { logprobs: true, top_logprobs: Math.max(1, this.config.tokens.topLogprobs), return_token_ids: true }); // llama.cpp sends no logprobs at top_logprobs 0
+    const rendered = capture ? renderServerPrompt(new ServerEndpoints(serverRoot(this.config.baseUrl, this.config.tokens.serverUrl), this.config.requestTimeoutMs), request.messages, request.tools) : undefined;
     const apiKey = this.env[this.config.apiKeyEnv];
     const url = `${this.config.baseUrl.replace(/\/+$/, '')}/chat/completions`;
     let response: Response;
@@ -100,7 +106,7 @@ export class OpenAIPolicy implements PolicyClient {
     }));
     const assistant: AssistantMessage = { role: 'assistant', content: choice.message.content ?? null, ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) };
     const tokens: Record<string, unknown> = {};
-    if (choice.logprobs !== undefined && choice.logprobs !== null) tokens.logprobs = choice.logprobs;
+    if (sampling.logprobs && choice.logprobs !== undefined && choice.logprobs !== null) tokens.logprobs = choice.logprobs;
     if (choice.token_ids !== undefined) tokens.token_ids = choice.token_ids;
     if (parsed.prompt_token_ids !== undefined) tokens.prompt_token_ids = parsed.prompt_token_ids;
     return {
@@ -109,6 +115,7 @@ export class OpenAIPolicy implements PolicyClient {
       finishReason: choice.finish_reason ?? null,
       usage: parsed.usage ?? null,
       tokens: Object.keys(tokens).length > 0 ? tokens : null,
+      ...(capture ? { turnTokens: serverTurnTokens(parsed as unknown as Record<string, unknown>, choice, await rendered, this.config.tokens.topLogprobs) } : {}),
     };
   }
 }

@@ -1,5 +1,6 @@
 /** One step of a policy: given the conversation so far, the next assistant message. */
 import type { LoadedTask } from '../../shared/task.js';
+import type { MissingTokens, TurnTokens } from '../../shared/tokens.js';
 import type { AssistantMessage, ChatMessage, ToolSchema } from '../../shared/tools.js';
 
 export interface PolicyRequest {
@@ -9,6 +10,8 @@ export interface PolicyRequest {
   rolloutIndex: number;
   attempt: number;
   turn: number;
+  /** The previous turn's token ids in this attempt (token-level mode extends them). */
+  previousTokens?: TurnTokens | null;
 }
 
 export interface PolicyResponse {
@@ -17,6 +20,14 @@ export interface PolicyResponse {
   finishReason: string | null;
   usage: Record<string, number> | null;
   tokens: Record<string, unknown> | null;
+  /** The prompt ids the server saw, the completion ids and their logprobs; or why there are none. */
+  turnTokens?: TurnTokens | MissingTokens;
+  /** Token-level mode: the completion as text, before tool calls were parsed out of it. */
+  completionText?: string;
+  /** Which text parser read the tool calls (token-level mode). */
+  toolCallParser?: string;
+  /** Token-level mode: why the prompt could not extend the previous turn's ids. */
+  promptProblem?: string;
 }
 
 export interface PolicyClient {
