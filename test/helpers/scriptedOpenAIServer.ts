@@ -30,6 +30,11 @@ export interface ScriptedServerOptions {
   delayMs?: number;
   /** Keep every request in `requests` (default true; a benchmark of thousands of requests turns it off). */
   recordRequests?: boolean;
+  /**
+   * Token ids as vLLM sends them with return_token_ids (prompt_token_ids, choices[0].token_ids, logprobs per id),
+   * made by this function from the request and the answer (test/helpers/scriptedTokens.ts); none when absent.
+   */
+  tokens?: (request: ChatRequest, answer: { content: string | null; toolCalls: { id: string; name: string; arguments: string }[] }) => { promptIds: number[]; completionIds: number[] };
 }
 
 export interface ScriptedOpenAIServer {
@@ -99,6 +104,7 @@ export async function startScriptedOpenAIServer(script: Script, options: Scripte
         type: 'function',
         function: { name: c.name, arguments: typeof c.arguments === 'string' ? c.arguments : JSON.stringify(c.arguments) },
       }));
+      const ids = options.tokens?.(request, { content: reply.content ?? null, toolCalls: toolCalls.map((c) => ({ id: c.id, name: c.function.name, arguments: c.function.arguments })) });
       const completion = {
         id: `chatcmpl-${counter}`,
         object: 'chat.completion',
@@ -109,9 +115,11 @@ export async function startScriptedOpenAIServer(script: Script, options: Scripte
             index: 0,
             message: { role: 'assistant', content: reply.content ?? null, ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) },
             finish_reason: toolCalls.length > 0 ? 'tool_calls' : 'stop',
-            ...(request.logprobs ? { logprobs: { content: [{ token: 'ok', logprob: -0.01, bytes: [111, 107], top_logprobs: [] }] } } : {}),
+            ...(request.logprobs && !ids ? { logprobs: { content: [{ token: 'ok', logprob: -0.01, bytes: [111, 107], top_logprobs: [] }] } } : {}),
+            ...(ids ? { token_ids: ids.completionIds, logprobs: { content: ids.completionIds.map((id) => ({ id, token: String.fromCharCode(id), logprob: -0.25, top_logprobs: [] })) } } : {}),
           },
         ],
+        ...(ids ? { prompt_token_ids: ids.promptIds } : {}),
         usage: { prompt_tokens: 100 + turn, completion_tokens: 10, total_tokens: 110 + turn },
       };
       res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify(completion));
