@@ -9,6 +9,7 @@
  * the group, as configured; a version that goes backwards is refused.
  */
 import assert from 'node:assert/strict';
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -26,7 +27,8 @@ import { startScriptedOpenAIServer, type Script } from '../helpers/scriptedOpenA
 import { scriptedTokens } from '../helpers/scriptedTokens.js';
 import { eventually } from '../helpers/eventually.js';
 
-const examples = resolve(dirname(fileURLToPath(import.meta.url)), '../../examples/tasks');
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const examples = join(root, 'examples/tasks');
 const task = join(examples, 'write-greeting');
 let h: Harness;
 let seq = 0;
@@ -96,6 +98,17 @@ describe('exact tokens and policy versions', { timeout: 900_000 }, () => {
         assert.deepEqual(s.input_ids, [...last.turnTokens.promptIds, ...last.turnTokens.completionIds]);
         assert.equal(s.loss_mask.filter((m) => m === 1).length, s.completion_spans.reduce((n, span) => n + (span ? span[1] - span[0] : 0), 0));
       }
+      // A Python trainer reads the same file into padded arrays (examples/python-trainer/load_export.py).
+      const python = process.env.ROLLOUT_TRAINER_PYTHON;
+      assert.ok(python, 'ROLLOUT_TRAINER_PYTHON is set by scripts/setup.sh (run the tests through `bash scripts/with-env.sh npm test`)');
+      const py = spawnSync(python, [join(root, 'examples/python-trainer/load_export.py'), out], { encoding: 'utf8' });
+      assert.equal(py.status, 0, py.stderr);
+      const loaded = JSON.parse(py.stdout) as { samples: number; shape: number[]; generated_tokens: number; advantages: number[]; policy_versions: number[][]; integrity: string[] };
+      assert.deepEqual(loaded.shape, [2, Math.max(...samples.map((s) => s.input_ids.length))]);
+      assert.equal(loaded.generated_tokens, samples.reduce((n, s) => n + s.loss_mask.filter((m) => m === 1).length, 0));
+      assert.deepEqual(loaded.advantages, samples.map((s) => s.advantage));
+      assert.deepEqual(loaded.policy_versions, [[0, 0, 0], [0, 0, 0]]);
+      assert.deepEqual(loaded.integrity, ['ok']);
     } finally {
       await server.close();
     }
