@@ -12,6 +12,10 @@ import { failureName } from '../../shared/failures.js';
 import type { OpenAIPolicySchema } from '../../shared/pipeline.js';
 import type { AssistantMessage, ToolCall } from '../../shared/tools.js';
 import type { PolicyClient, PolicyRequest, PolicyResponse } from './policyClient.js';
+import { timedOutCall } from './generationBudget/timedOutCall.js';
+import { turnBudget } from './generationBudget/turnBudget.js';
+import { readToolCalls, toolCallParsersOf } from './toolCallParsing/readToolCalls.js';
+import { wireMessages } from './wireMessages.js';
 
 type OpenAIPolicyConfig = z.output<typeof OpenAIPolicySchema>;
 
@@ -50,33 +54,41 @@ export class OpenAIPolicy implements PolicyClient {
 
   async next(request: PolicyRequest): Promise<PolicyResponse> {
     const { sampling } = this.config;
+    const budget = turnBudget(this.config);
     const body: Record<string, unknown> = {
       model: this.config.model,
-      messages: request.messages,
+      messages: wireMessages(request.messages),
       tools: request.tools,
       tool_choice: 'auto',
       ...(sampling.temperature !== undefined ? { temperature: sampling.temperature } : {}),
       ...(sampling.top_p !== undefined ? { top_p: sampling.top_p } : {}),
-      ...(sampling.max_tokens !== undefined ? { max_tokens: sampling.max_tokens } : {}),
+      max_tokens: budget.maxTokens,
       // One seed per rollout and turn: reproducible, yet the rollouts of a group differ.
       ...(sampling.seed !== undefined ? { seed: sampling.seed + request.rolloutIndex * 100_003 + request.attempt * 1_009 + request.turn } : {}),
       ...(sampling.logprobs ? { logprobs: true } : {}),
     };
     const apiKey = this.env[this.config.apiKeyEnv];
     const url = `${this.config.baseUrl.replace(/\/+$/, '')}/chat/completions`;
+    const auth: Record<string, string> = apiKey ? { authorization: `Bearer ${apiKey}` } : {};
     let response: Response;
     try {
       response = await fetch(url, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
+        headers: { 'content-type': 'application/json', ...auth },
         body: JSON.stringify(body),
-        signal: AbortSignal.timeout(this.config.requestTimeoutMs),
+        signal: AbortSignal.timeout(budget.timeoutMs),
       });
     } catch (err) {
+      if ((err as Error).name === 'TimeoutError') throw await timedOutCall(url, this.config.baseUrl, budget, auth);
       const cause = (err as { cause?: { code?: string } }).cause?.code;
       throw unavailable(`policy endpoint ${url} unreachable: ${cause ?? (err as Error).name}: ${(err as Error).message}`);
     }
-    const text = await response.text().catch(() => '');
+    let text = '';
+    try {
+      text = await response.text();
+    } catch (err) {
+      if ((err as Error).name === 'TimeoutError') throw await timedOutCall(url, this.config.baseUrl, budget, auth);
+    }
     if (response.status === 429) throw unavailable(`policy endpoint ${url} is rate limiting (429)`, { ...(retryAfterMs(response.headers.get('retry-after')) !== undefined ? { retryAfterMs: retryAfterMs(response.headers.get('retry-after')) } : {}) });
     if (response.status >= 500) throw unavailable(`policy endpoint ${url} answered ${response.status}: ${text.slice(0, 300)}`);
     if (response.status >= 400) {
@@ -98,7 +110,8 @@ export class OpenAIPolicy implements PolicyClient {
       type: 'function' as const,
       function: { name: String(c.function?.name ?? ''), arguments: typeof c.function?.arguments === 'string' ? c.function.arguments : JSON.stringify(c.function?.arguments ?? {}) },
     }));
-    const assistant: AssistantMessage = { role: 'assistant', content: choice.message.content ?? null, ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) };
+    const read = readToolCalls({ content: choice.message.content ?? null, serverCalls: toolCalls }, toolCallParsersOf(this.config.toolCallParser), (i) => `call_${request.turn}_${i}`);
+    const assistant: AssistantMessage = read.assistant;
     const tokens: Record<string, unknown> = {};
     if (choice.logprobs !== undefined && choice.logprobs !== null) tokens.logprobs = choice.logprobs;
     if (choice.token_ids !== undefined) tokens.token_ids = choice.token_ids;
@@ -109,6 +122,8 @@ export class OpenAIPolicy implements PolicyClient {
       finishReason: choice.finish_reason ?? null,
       usage: parsed.usage ?? null,
       tokens: Object.keys(tokens).length > 0 ? tokens : null,
+      toolCallParsers: read.toolCallParsers,
+      ...(read.rawContent !== undefined ? { rawContent: read.rawContent } : {}),
     };
   }
 }
