@@ -18,6 +18,7 @@ export interface ChatRequest {
   seed?: number;
   temperature?: number;
   logprobs?: boolean;
+  max_tokens?: number;
 }
 
 export interface ScriptedReply {
@@ -47,8 +48,8 @@ export interface ScriptedOpenAIServer {
   /**
    * The next request: never gets an answer while the server keeps answering its health probe
    * (`hang`: a generation that runs on), never gets an answer and neither does any request or
-   * probe that arrives while it is open or in the SILENT_AFTER_MS after it closed (`unresponsive`:
-   * a wedged server, silent for as long as a client's probe waits), gets 200 with a body that is not JSON, or 200 JSON
+   * probe in the SILENT_MS after it arrived (`unresponsive`: a wedged server; a client whose timeout
+   * is under 6 s sees both of its 5 s probes go unanswered, and its next retry served), gets 200 with a body that is not JSON, or 200 JSON
    * without choices.
    */
   misbehaveNext(kind: 'hang' | 'unresponsive' | 'not-json' | 'no-choices'): void;
@@ -61,8 +62,8 @@ export interface ScriptedOpenAIServer {
   close(): Promise<void>;
 }
 
-/** How long an `unresponsive` server stays silent after its hung request was given up: past a probe's 5 s. */
-export const SILENT_AFTER_MS = 12_000;
+/** How long an `unresponsive` server answers nothing, from the request that made it so. */
+export const SILENT_MS = 12_000;
 
 async function body(req: IncomingMessage): Promise<string> {
   const chunks: Buffer[] = [];
@@ -80,9 +81,8 @@ export async function startScriptedOpenAIServer(script: Script, options: Scripte
   const failures: ({ status: number; headers: Record<string, string> } | { kind: 'hang' | 'unresponsive' | 'not-json' | 'no-choices' })[] = [];
   let counter = 0;
   let probes = 0;
-  let unresponsive = 0;
   let silentUntil = 0;
-  const silent = (): boolean => unresponsive > 0 || Date.now() < silentUntil;
+  const silent = (): boolean => Date.now() < silentUntil;
   const server: Server = createServer((req, res) => {
     void (async () => {
       if (req.method === 'GET' && (req.url === '/v1/models' || req.url === '/health')) {
@@ -109,11 +109,7 @@ export async function startScriptedOpenAIServer(script: Script, options: Scripte
       if (failure && 'kind' in failure) {
         if (failure.kind === 'hang') return; // the client's own timeout has to end it
         if (failure.kind === 'unresponsive') {
-          unresponsive++;
-          res.once('close', () => {
-            unresponsive--;
-            silentUntil = Date.now() + SILENT_AFTER_MS;
-          });
+          silentUntil = Date.now() + SILENT_MS;
           return;
         }
         const text = failure.kind === 'not-json' ? '<html>502 bad gateway</html>' : JSON.stringify({ id: 'x', object: 'chat.completion', choices: [] });
