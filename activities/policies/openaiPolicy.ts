@@ -92,7 +92,7 @@ export class OpenAIPolicy implements PolicyClient {
     if (response.status === 429) throw unavailable(`policy endpoint ${url} is rate limiting (429)`, { ...(retryAfterMs(response.headers.get('retry-after')) !== undefined ? { retryAfterMs: retryAfterMs(response.headers.get('retry-after')) } : {}) });
     if (response.status >= 500) throw unavailable(`policy endpoint ${url} answered ${response.status}: ${text.slice(0, 300)}`);
     if (response.status >= 400) {
-      if (/context[_ ]length|maximum context|too many tokens|context window/i.test(text)) {
+      if (/context[_ ]length|maximum context|too many tokens|context window|context size/i.test(text)) {
         throw ApplicationFailure.create({ type: OVERFLOW, message: `the conversation no longer fits the model's context: ${text.slice(0, 300)}`, nonRetryable: true });
       }
       throw unavailable(`policy endpoint ${url} rejected the request (${response.status}); check model, API key (${this.config.apiKeyEnv}) and sampling: ${text.slice(0, 300)}`, { nonRetryable: true });
