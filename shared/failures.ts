@@ -10,7 +10,8 @@
  * appears anywhere else. No dependencies: workflow code imports this module.
  */
 export const FAILURE_TYPES = {
-  model: ['max_turns', 'agent_timeout', 'malformed_tool_call', 'context_overflow'],
+  // generation_too_long: one policy call outlasted its time while the server stayed healthy.
+  model: ['max_turns', 'agent_timeout', 'malformed_tool_call', 'context_overflow', 'generation_too_long'],
   infra: [
     'provision_failed',
     'provision_timeout',

@@ -8,6 +8,7 @@ import type { FailureClass } from './failures.js';
 import { TASK_QUEUES } from './names.js';
 import { TaskRefSchema, TaskRequestSchema } from './task.js';
 import { TokenCaptureSchema, type TokenIntegrity } from './tokens.js';
+import { TOOL_CALL_PARSERS } from './tools.js';
 
 export const ScriptedPolicySchema = z
   .object({
@@ -27,16 +28,31 @@ export const ScriptedPolicySchema = z
   })
   .strict();
 
+/**
+ * Tokens one turn may generate when `sampling.max_tokens` is not given: a quarter of a 4k
+ * context, so one turn cannot outgrow any context of 4k tokens or more, and a model that
+ * rambles is cut off (a call cut off this way is a malformed call, the model's).
+ */
+export const DEFAULT_MAX_TOKENS_PER_TURN = 1024;
+
 export const SamplingSchema = z
   .object({
     temperature: z.number().min(0).max(2).optional(),
     top_p: z.number().gt(0).max(1).optional(),
-    max_tokens: z.number().int().positive().optional(),
+    max_tokens: z.number().int().positive().default(DEFAULT_MAX_TOKENS_PER_TURN),
     seed: z.number().int().optional(),
     /** Ask the server for token logprobs (kept in the trajectory when returned). */
     logprobs: z.boolean().optional(),
   })
   .strict();
+
+const ToolCallParserSchema = z.enum(TOOL_CALL_PARSERS);
+
+function unknownToolCallParser(input: unknown): string {
+  const names: unknown[] = Array.isArray(input) ? input : [input];
+  const unknown = names.find((n) => !(TOOL_CALL_PARSERS as readonly unknown[]).includes(n));
+  return `unknown tool-call parser ${JSON.stringify(unknown)}; the parsers are ${TOOL_CALL_PARSERS.join(', ')} (one name, or a list tried in order)`;
+}
 
 export const OpenAIPolicySchema = z
   .object({
@@ -46,10 +62,19 @@ export const OpenAIPolicySchema = z
     model: z.string().min(1),
     /** Name of the environment variable holding the API key on the workers (never the key itself). */
     apiKeyEnv: z.string().regex(/^[A-Z_][A-Z0-9_]*$/).default('OPENAI_API_KEY'),
-    sampling: SamplingSchema.default({}),
-    requestTimeoutMs: z.number().int().positive().default(120_000),
+    sampling: SamplingSchema.prefault({}),
+    /**
+     * How long one policy call may take. When absent it is derived from sampling.max_tokens
+     * (activities/policies/generationBudget/turnBudget.ts). A call that runs past it while the
+     * server answers a health probe is the model's (model/generation_too_long), else infra.
+     */
+    requestTimeoutMs: z.number().int().positive().optional(),
+    /** Where tool calls are read from; a list is tried in order and the first that finds calls wins (shared/tools.ts). */
+    toolCallParser: z
+      .union([ToolCallParserSchema, z.array(ToolCallParserSchema).min(1)], { error: (issue) => unknownToolCallParser(issue.input) })
+      .default('server'),
     /** Token ids per turn for training (shared/tokens.ts): asked from the server (`server`), built by the pipeline (`pipeline`), or not at all (`off`, for APIs that refuse the extra fields). */
-    tokens: TokenCaptureSchema.default({ mode: 'server', topLogprobs: 0 }),
+    tokens: TokenCaptureSchema.prefault({}),
   })
   .strict();
 

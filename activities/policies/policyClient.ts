@@ -1,7 +1,7 @@
 /** One step of a policy: given the conversation so far, the next assistant message. */
 import type { LoadedTask } from '../../shared/task.js';
 import type { MissingTokens, TurnTokens } from '../../shared/tokens.js';
-import type { AssistantMessage, ChatMessage, ToolSchema } from '../../shared/tools.js';
+import type { AssistantMessage, ChatMessage, ToolCallParserName, ToolSchema } from '../../shared/tools.js';
 
 export interface PolicyRequest {
   messages: ChatMessage[];
@@ -22,12 +22,12 @@ export interface PolicyResponse {
   tokens: Record<string, unknown> | null;
   /** The prompt ids the server saw, the completion ids and their logprobs; or why there are none. */
   turnTokens?: TurnTokens | MissingTokens;
-  /** Token-level mode: the completion as text, before tool calls were parsed out of it. */
-  completionText?: string;
-  /** Which text parser read the tool calls (token-level mode). */
-  toolCallParser?: string;
   /** Token-level mode: why the prompt could not extend the previous turn's ids. */
   promptProblem?: string;
+  /** Which parser read each of `assistant.tool_calls` (openai policy; toolCallParsing/). */
+  toolCallParsers?: ToolCallParserName[];
+  /** The content as the model wrote it, when a text parser took tool calls out of it. */
+  rawContent?: string;
 }
 
 export interface PolicyClient {

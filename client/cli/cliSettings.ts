@@ -2,6 +2,7 @@
 import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { ScriptedPolicySchema, type PolicyConfig } from '../../shared/pipeline.js';
+import type { ToolCallParserName } from '../../shared/tools.js';
 import { UsageError } from './usageError.js';
 
 /** The task queues a `--queue-prefix P` names: P for workflows, P-policy for policy calls; the defaults without one. */
@@ -39,7 +40,10 @@ const SCRIPTS = ScriptedPolicySchema.shape.script.options;
 type Script = (typeof SCRIPTS)[number];
 
 /** `scripted:<script>` or `openai` (with --base-url and --model). */
-export function parsePolicy(value: string, options: { baseUrl?: string; model?: string; temperature?: string; seed?: string; apiKeyEnv?: string }): PolicyConfig {
+export function parsePolicy(
+  value: string,
+  options: { baseUrl?: string; model?: string; temperature?: string; seed?: string; apiKeyEnv?: string; maxTokens?: string; toolCallParser?: string },
+): PolicyConfig {
   if (value.startsWith('scripted:')) {
     const script = value.slice('scripted:'.length);
     if (!SCRIPTS.includes(script as Script)) throw new UsageError(`--policy ${value}: scripted policies are ${SCRIPTS.slice(0, -1).join(', ')} and ${SCRIPTS.at(-1)}`);
@@ -55,12 +59,16 @@ export function parsePolicy(value: string, options: { baseUrl?: string; model?: 
     };
     const temperature = number('temperature', options.temperature);
     const seed = number('seed', options.seed);
+    const maxTokens = number('max-tokens', options.maxTokens);
+    // Checked against the parser names by the batch schema, which names the ones that exist.
+    const parsers = options.toolCallParser?.split(',').map((p) => p.trim()) as ToolCallParserName[] | undefined;
     return {
       kind: 'openai',
       baseUrl: options.baseUrl,
       model: options.model,
       ...(options.apiKeyEnv ? { apiKeyEnv: options.apiKeyEnv } : {}),
-      sampling: { ...(temperature !== undefined ? { temperature } : {}), ...(seed !== undefined ? { seed } : {}) },
+      sampling: { ...(temperature !== undefined ? { temperature } : {}), ...(seed !== undefined ? { seed } : {}), ...(maxTokens !== undefined ? { max_tokens: maxTokens } : {}) },
+      ...(parsers ? { toolCallParser: parsers } : {}),
     };
   }
   throw new UsageError(`--policy ${JSON.stringify(value)}: use ${SCRIPTS.map((name) => `scripted:${name}`).join(', ')} or openai`);

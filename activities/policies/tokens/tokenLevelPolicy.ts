@@ -1,7 +1,9 @@
 /**
  * The openai policy in token-level mode: the pipeline builds the prompt ids
  * (nextPromptIds) and sends them to the server's /v1/completions, which
- * returns the completion ids and logprobs; tool calls are read from the text.
+ * returns the completion ids and logprobs; tool calls are read from the text
+ * by the configured text parsers (hermes-tags, then fenced-json, when the
+ * setting names only `server`, which parses nothing here).
  * Endpoint trouble is infra (retried, never shown to the model), a context
  * overflow is the model's, as for chat completions.
  */
@@ -13,7 +15,9 @@ import type { PolicyClient, PolicyRequest, PolicyResponse } from '../policyClien
 import { parseCompletionTokens } from './completionTokens.js';
 import { nextPromptIds } from './nextPromptIds.js';
 import { postJson, serverRoot, ServerEndpoints } from './serverEndpoints.js';
-import { parseTextToolCalls } from './textToolCalls.js';
+import { turnBudget } from '../generationBudget/turnBudget.js';
+import { readToolCalls, toolCallParsersOf } from '../toolCallParsing/readToolCalls.js';
+import { wireMessages } from '../wireMessages.js';
 
 type OpenAIPolicyConfig = z.output<typeof OpenAIPolicySchema>;
 
@@ -37,8 +41,9 @@ export class TokenLevelPolicy implements PolicyClient {
   async next(request: PolicyRequest): Promise<PolicyResponse> {
     const { sampling } = this.config;
     const topLogprobs = this.config.tokens.topLogprobs;
-    const endpoints = new ServerEndpoints(serverRoot(this.config.baseUrl, this.config.tokens.serverUrl), this.config.requestTimeoutMs);
-    const prompt = await nextPromptIds(endpoints, request.messages, request.tools, request.previousTokens ?? null);
+    const budget = turnBudget(this.config);
+    const endpoints = new ServerEndpoints(serverRoot(this.config.baseUrl, this.config.tokens.serverUrl), budget.timeoutMs);
+    const prompt = await nextPromptIds(endpoints, wireMessages(request.messages), request.tools, request.previousTokens ?? null);
     const apiKey = this.env[this.config.apiKeyEnv];
     const url = `${this.config.baseUrl.replace(/\/+$/, '')}/completions`;
     const body = {
@@ -46,14 +51,14 @@ export class TokenLevelPolicy implements PolicyClient {
       prompt: prompt.ids,
       ...(sampling.temperature !== undefined ? { temperature: sampling.temperature } : {}),
       ...(sampling.top_p !== undefined ? { top_p: sampling.top_p } : {}),
-      ...(sampling.max_tokens !== undefined ? { max_tokens: sampling.max_tokens } : {}),
+      max_tokens: budget.maxTokens,
       ...(sampling.seed !== undefined ? { seed: turnSeed(sampling.seed, request) } : {}),
       logprobs: Math.max(1, topLogprobs),
       return_token_ids: true,
     };
     let parsed: Completion;
     try {
-      parsed = await postJson<Completion>(url, body, { timeoutMs: this.config.requestTimeoutMs, ...(apiKey ? { headers: { authorization: `Bearer ${apiKey}` } } : {}) });
+      parsed = await postJson<Completion>(url, body, { timeoutMs: budget.timeoutMs, ...(apiKey ? { headers: { authorization: `Bearer ${apiKey}` } } : {}) });
     } catch (err) {
       if (err instanceof ApplicationFailure) throw err;
       // The endpoint is missing: token-level mode cannot work against this server; say so once, do not retry.
@@ -66,16 +71,17 @@ export class TokenLevelPolicy implements PolicyClient {
     const choice = parsed.choices?.[0];
     if (!choice || typeof choice.text !== 'string') throw ApplicationFailure.create({ type: failureName({ failureClass: 'infra', type: 'policy_unavailable' }), message: `policy endpoint ${url} sent no choices[0].text` });
     const text = choice.text;
-    const calls = parseTextToolCalls(text, request.turn);
+    const configured = toolCallParsersOf(this.config.toolCallParser).filter((p) => p !== 'server');
+    const read = readToolCalls({ content: text, serverCalls: [] }, configured.length > 0 ? configured : ['hermes-tags', 'fenced-json'], (i) => `call_${request.turn}_${i}`);
     const completion = parseCompletionTokens(choice, topLogprobs);
     return {
-      assistant: { role: 'assistant', content: calls.content, ...(calls.toolCalls.length > 0 ? { tool_calls: calls.toolCalls } : {}) },
+      assistant: read.assistant,
       model: parsed.model ?? this.config.model,
       finishReason: typeof choice.finish_reason === 'string' ? choice.finish_reason : null,
       usage: parsed.usage ?? null,
       tokens: null,
-      completionText: text,
-      ...(calls.parser ? { toolCallParser: calls.parser } : {}),
+      toolCallParsers: read.toolCallParsers,
+      rawContent: text,
       turnTokens:
         'missing' in completion
           ? { reason: completion.missing }
