@@ -64,6 +64,14 @@ const readJsonl = (file: string): TrainingSample[] =>
     .map((l) => JSON.parse(l) as TrainingSample);
 
 describe('exact tokens and policy versions', { timeout: 900_000 }, () => {
+  test('`rollout export --help` documents every field a sample has', () => {
+    const help = spawnSync(process.execPath, [join(root, 'client/bin/rollout.js'), 'export', '--help'], { encoding: 'utf8' });
+    assert.equal(help.status, 0, help.stderr);
+    const fields: (keyof TrainingSample)[] = ['rollout_id', 'group_id', 'batch_id', 'task_id', 'task_version', 'rollout_index', 'input_ids', 'loss_mask', 'logprobs', 'completion_spans', 'reward', 'advantage', 'policy_versions', 'staleness', 'stale', 'outcome', 'token_integrity'];
+    for (const field of fields) assert.match(help.stdout, new RegExp(`\\b${field}\\b`), field);
+    assert.match(help.stdout, /--keep-broken/);
+  });
+
   test('every turn keeps its ids; the export has one sample per rollout that passes the integrity check', async () => {
     const ids = scriptedTokens();
     const server = await startScriptedOpenAIServer(threeTurns, { tokens: ids.tokens });

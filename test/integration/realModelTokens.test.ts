@@ -22,6 +22,7 @@ import type { GroupResult, PolicyConfig } from '../../shared/pipeline.js';
 import type { TokenMode, TurnTokens } from '../../shared/tokens.js';
 import { SYSTEM_PROMPT } from '../../activities/agent/conversation.js';
 import { TOOL_SCHEMAS, type ChatMessage } from '../../shared/tools.js';
+import { wireMessages } from '../../activities/policies/wireMessages.js';
 import type { RunningLlamaServer } from '../../workers/inference/llamaServer.js';
 import { startHarness, type Harness } from '../helpers/pipelineHarness.js';
 import { skipWithoutModel, startTestLlamaServer, TEST_MODEL_NAME } from '../helpers/llamaServer.js';
@@ -52,7 +53,7 @@ async function post<T>(path: string, body: unknown): Promise<T> {
   return (await response.json()) as T;
 }
 const detokenize = async (ids: number[]): Promise<string> => (await post<{ content: string }>('/detokenize', { tokens: ids })).content;
-const render = async (messages: ChatMessage[]): Promise<string> => (await post<{ prompt: string }>('/apply-template', { messages, tools: TOOL_SCHEMAS })).prompt;
+const render = async (messages: ChatMessage[]): Promise<string> => (await post<{ prompt: string }>('/apply-template', { messages: wireMessages(messages), tools: TOOL_SCHEMAS })).prompt;
 
 async function run(mode: TokenMode): Promise<GroupResult> {
   const policy: PolicyConfig = {
