@@ -17,6 +17,12 @@ test('the derived timeout stays inside the policy activity timeout; a timeout th
   assert.deepEqual(turnBudget(config({ requestTimeoutMs: 5_000 })), { maxTokens: 1024, timeoutMs: 5_000, timeoutSource: 'requestTimeoutMs' });
 });
 
+test('a request timeout past the activity limit is refused, naming the fix', () => {
+  const parsed = OpenAIPolicySchema.safeParse({ kind: 'openai', baseUrl: 'http://127.0.0.1:8000/v1', model: 'm', requestTimeoutMs: 600_000 });
+  assert.equal(parsed.success, false);
+  assert.match(parsed.error?.issues[0]?.message ?? '', /at most 280000 ms: a policy call runs inside an activity limited to 5 minutes; lower sampling.max_tokens/);
+});
+
 test('a rollout started before max_tokens had a default still gets one', () => {
   assert.equal(turnBudget({ sampling: {} }).maxTokens, 1024);
 });
