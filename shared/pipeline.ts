@@ -35,6 +35,9 @@ export const ScriptedPolicySchema = z
  */
 export const DEFAULT_MAX_TOKENS_PER_TURN = 1024;
 
+/** The longest a policy call may take: inside the policyStep activity's 5-minute start-to-close timeout. */
+export const MAX_REQUEST_TIMEOUT_MS = 280_000;
+
 export const SamplingSchema = z
   .object({
     temperature: z.number().min(0).max(2).optional(),
@@ -68,7 +71,12 @@ export const OpenAIPolicySchema = z
      * (activities/policies/generationBudget/turnBudget.ts). A call that runs past it while the
      * server answers a health probe is the model's (model/generation_too_long), else infra.
      */
-    requestTimeoutMs: z.number().int().positive().optional(),
+    requestTimeoutMs: z
+      .number()
+      .int()
+      .positive()
+      .max(MAX_REQUEST_TIMEOUT_MS, { error: `at most ${MAX_REQUEST_TIMEOUT_MS} ms: a policy call runs inside an activity limited to 5 minutes; lower sampling.max_tokens for a shorter turn` })
+      .optional(),
     /** Where tool calls are read from; a list is tried in order and the first that finds calls wins (shared/tools.ts). */
     toolCallParser: z
       .union([ToolCallParserSchema, z.array(ToolCallParserSchema).min(1)], { error: (issue) => unknownToolCallParser(issue.input) })

@@ -42,7 +42,7 @@ type Script = (typeof SCRIPTS)[number];
 /** `scripted:<script>` or `openai` (with --base-url and --model). */
 export function parsePolicy(
   value: string,
-  options: { baseUrl?: string; model?: string; temperature?: string; seed?: string; apiKeyEnv?: string; maxTokens?: string; toolCallParser?: string },
+  options: { baseUrl?: string; model?: string; temperature?: string; seed?: string; apiKeyEnv?: string; maxTokens?: string; requestTimeoutMs?: string; toolCallParser?: string },
 ): PolicyConfig {
   if (value.startsWith('scripted:')) {
     const script = value.slice('scripted:'.length);
@@ -60,6 +60,7 @@ export function parsePolicy(
     const temperature = number('temperature', options.temperature);
     const seed = number('seed', options.seed);
     const maxTokens = number('max-tokens', options.maxTokens);
+    const requestTimeoutMs = number('request-timeout-ms', options.requestTimeoutMs);
     // Checked against the parser names by the batch schema, which names the ones that exist.
     const parsers = options.toolCallParser?.split(',').map((p) => p.trim()) as ToolCallParserName[] | undefined;
     return {
@@ -68,6 +69,7 @@ export function parsePolicy(
       model: options.model,
       ...(options.apiKeyEnv ? { apiKeyEnv: options.apiKeyEnv } : {}),
       sampling: { ...(temperature !== undefined ? { temperature } : {}), ...(seed !== undefined ? { seed } : {}), ...(maxTokens !== undefined ? { max_tokens: maxTokens } : {}) },
+      ...(requestTimeoutMs !== undefined ? { requestTimeoutMs } : {}),
       ...(parsers ? { toolCallParser: parsers } : {}),
     };
   }

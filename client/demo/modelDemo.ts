@@ -24,16 +24,19 @@ if ('missing' in setup) {
 }
 const data = resolve(process.env.ROLLOUT_DATA_DIR ?? '.rollout');
 mkdirSync(data, { recursive: true });
-const llama = await startLlamaServer({ ...setup, parallel: 2, ctx: 8192, threads: 1, logFile: join(data, 'llama-server.log') });
+// Four slots of 4,096 tokens: the rollouts in flight here never wait for a slot, so a call's time is its own generation.
+const llama = await startLlamaServer({ ...setup, parallel: 4, ctx: 16384, threads: 1, logFile: join(data, 'llama-server.log') });
 process.stderr.write(
   `llama.cpp server at ${llama.baseUrl} (pid ${llama.pid}), ready in ${(llama.readyMs / 1000).toFixed(1)} s; model ${llama.model}; ` +
     `chat template ${llama.template.source} sha256 ${llama.template.sha256.slice(0, 16)} (${llama.template.file}); log ${llama.logFile}\n`,
 );
+const userArgs = process.argv.slice(2);
 let code = 1;
 try {
   code = await runCommand([
     '--embedded',
-    '--tasks', 'examples/tasks',
+    // --tasks adds up; the user's replace the sample set.
+    ...(userArgs.some((a) => a === '--tasks' || a.startsWith('--tasks=')) ? [] : ['--tasks', 'examples/tasks']),
     '--group-size', '2',
     '--max-turns', '8',
     '--policy', 'openai',
@@ -41,9 +44,11 @@ try {
     '--model', DEMO_MODEL_NAME,
     '--seed', '1',
     '--temperature', '0.7',
-    '--max-tokens', '512',
+    '--max-tokens', '384',
+    // Twelve rollouts share four slots on one CPU thread: a call may wait minutes for a slot, which is not the model's doing.
+    '--request-timeout-ms', '280000',
     '--tool-call-parser', DEMO_TOOL_CALL_PARSERS,
-    ...process.argv.slice(2),
+    ...userArgs,
   ]);
 } catch (err) {
   if (!(err instanceof UsageError)) throw err;
