@@ -18,8 +18,14 @@ export async function advancePolicyVersion(client: Client, batchId: string, vers
   }
   const out: AdvancedGroup[] = [];
   for (const workflowId of ids) {
-    const response = await client.workflow.getHandle(workflowId).executeUpdate(advancePolicyVersionUpdate, { args: [{ version }] });
-    out.push({ workflowId, ...response });
+    const handle = client.workflow.getHandle(workflowId);
+    try {
+      out.push({ workflowId, ...(await handle.executeUpdate(advancePolicyVersionUpdate, { args: [{ version }] })) });
+    } catch (err) {
+      // A group that finished since it was listed has nothing left to tell; a refused version (or a named group) is an error.
+      if (!workflowIds && (await handle.describe().catch(() => undefined))?.status.name !== 'RUNNING') continue;
+      throw err;
+    }
   }
   return out;
 }
