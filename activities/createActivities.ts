@@ -26,6 +26,8 @@ import { parseToolCall, summarizeToolCall } from './agent/toolArguments.js';
 import { pipelineVersion } from './pipelineVersion.js';
 import { reapSandboxes, type OwnerStatus, type ReapReport } from './reaper/reapSandboxes.js';
 import { OpenAIPolicy } from './policies/openaiPolicy.js';
+import { TokenLevelPolicy } from './policies/tokens/tokenLevelPolicy.js';
+import { turnIntegrity, type TurnTokenStatus } from './policies/tokens/turnIntegrity.js';
 import type { PolicyClient } from './policies/policyClient.js';
 import { ScriptedPolicy } from './policies/scriptedPolicy.js';
 import type { RolloutRecord, TrajectoryStore } from './store/trajectoryStore.js';
@@ -77,6 +79,8 @@ export interface PolicyStepInput {
   rolloutIndex: number;
   attempt: number;
   turn: number;
+  /** The policy version the endpoint serves now, recorded with the turn (absent from rollouts started before versions). */
+  policyVersion?: number;
 }
 
 export interface PolicyStepOutput {
@@ -84,6 +88,8 @@ export interface PolicyStepOutput {
   /** The policy called submit, or answered without any tool call. */
   submitted: boolean;
   latencyMs: number;
+  /** The turn's token ids and the exact-prefix check, in short (the ids are in the store). */
+  tokens?: TurnTokenStatus;
 }
 
 export interface ToolStepInput {
@@ -166,7 +172,8 @@ export function createActivities(deps: ActivityDeps) {
     });
   };
   const policyClient =
-    deps.policyClient ?? ((config: ResolvedPolicyConfig): PolicyClient => (config.kind === 'scripted' ? new ScriptedPolicy(config.script) : new OpenAIPolicy(config)));
+    deps.policyClient ??
+    ((config: ResolvedPolicyConfig): PolicyClient => (config.kind === 'scripted' ? new ScriptedPolicy(config.script) : config.tokens.mode === 'pipeline' ? new TokenLevelPolicy(config) : new OpenAIPolicy(config)));
 
   return {
     /** Pins a task named by its directory to its id and current version (content hash). */
@@ -242,10 +249,19 @@ export function createActivities(deps: ActivityDeps) {
       const messages = await loadConversation(deps.store, input.trajectoryRef, input.attempt, input.turn);
       const model = input.policy.kind === 'scripted' ? `scripted:${input.policy.script}` : input.policy.model;
       const log = activityLog(deps.logger, input);
+      const previous = input.turn > 0 ? await deps.store.get<PolicyTurnRecord>(input.trajectoryRef, policyName(input.attempt, input.turn - 1)) : undefined;
       const started = performance.now();
       let response;
       try {
-        response = await policyClient(input.policy).next({ messages, tools: TOOL_SCHEMAS, task, rolloutIndex: input.rolloutIndex, attempt: input.attempt, turn: input.turn });
+        response = await policyClient(input.policy).next({
+          messages,
+          tools: TOOL_SCHEMAS,
+          task,
+          rolloutIndex: input.rolloutIndex,
+          attempt: input.attempt,
+          turn: input.turn,
+          previousTokens: previous?.turnTokens && 'promptIds' in previous.turnTokens ? previous.turnTokens : null,
+        });
       } catch (err) {
         const failure = failureLabel(err);
         metrics.policyError(model, failure);
@@ -254,11 +270,13 @@ export function createActivities(deps: ActivityDeps) {
       }
       const latencyMs = performance.now() - started;
       metrics.policyCall(model, latencyMs);
-      const record: PolicyTurnRecord = { turn: input.turn, latencyMs, ...response };
+      const integrity = turnIntegrity(response.turnTokens ?? (input.policy.kind === 'scripted' ? { reason: 'a scripted policy generates no tokens' } : undefined), previous?.turnTokens, input.turn === 0, response.promptProblem);
+      const record: PolicyTurnRecord = { turn: input.turn, latencyMs, ...response, policyVersion: input.policyVersion ?? 0, prefixCheck: integrity.prefixCheck };
+      if (integrity.status.status === 'broken') log.warn({ position: integrity.status.position, reason: integrity.status.reason }, 'token prefix break: this turn will not train');
       await deps.store.put(input.trajectoryRef, policyName(input.attempt, input.turn), record);
       const calls = (response.assistant.tool_calls ?? []).map((c) => ({ name: c.function.name, summary: summarizeToolCall(c), malformed: !parseToolCall(c).ok }));
       log.debug({ model, latencyMs: Math.round(latencyMs), calls: calls.map((c) => c.summary) }, 'policy step');
-      return { calls, submitted: calls.length === 0 || calls.some((c) => c.name === 'submit' && !c.malformed), latencyMs };
+      return { calls, submitted: calls.length === 0 || calls.some((c) => c.name === 'submit' && !c.malformed), latencyMs, tokens: integrity.status };
     },
 
     runTool: async (input: ToolStepInput): Promise<ToolStepOutput> => {

@@ -11,6 +11,8 @@
  *   --db memory|file           the dev server's SQLite
  *   --json-file F              also write the JSON object to F (with the tables on stdout)
  *   --task-files 1,2000,10000  section 5 sizes of environment/ in files (10 KiB each)
+ *   --model-tasks write-greeting,fix-median --model-group-size 2 --model-max-turns 4 --model-max-tokens 256
+ *                              section 6 (needs ROLLOUT_MODEL_GGUF from scripts/ensure-model.sh, else skipped)
  *
  * How fast the pipeline is and how its cost grows, as ratios and percentiles
  * against baselines measured in the same run; never a timed assertion.
@@ -24,6 +26,9 @@
  *   4. scaling curve: cost per rollout as concurrency grows
  *   5. task version check per activity call, by task size: loadTask against
  *      the activities' task cache
+ *   6. a real model (llama.cpp + Qwen2.5-Coder-0.5B) on the sample tasks: wall
+ *      time per turn split into model time and the pipeline's own time, and the
+ *      fraction of a rollout's wall time that is not the model's
  * Every section records the machine and the load average at its start and end.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -37,6 +42,7 @@ import { runOrchestration, formatOrchestration } from './orchestration.js';
 import { runConcurrency, formatConcurrency, SETUPS, type SetupName } from './concurrency.js';
 import { runScaling, formatScaling } from './scaling.js';
 import { runTaskLoading, formatTaskLoading } from './taskLoading.js';
+import { runRealModel, formatRealModel } from './realModel.js';
 import { loadAverages } from './procStats.js';
 import { machineFacts } from './stats.js';
 import { createBenchTasks } from './workload.js';
@@ -45,7 +51,7 @@ const { values } = parseArgs({
   options: {
     json: { type: 'boolean', default: false },
     'json-file': { type: 'string' },
-    sections: { type: 'string', default: '1,2,3,4,5' },
+    sections: { type: 'string', default: '1,2,3,4,5,6' },
     cycles: { type: 'string', default: '200' },
     alive: { type: 'string', default: '200' },
     batches: { type: 'string', default: '8,32,128' },
@@ -59,6 +65,10 @@ const { values } = parseArgs({
     db: { type: 'string', default: 'memory' },
     'deadline-min': { type: 'string', default: '6' },
     'task-files': { type: 'string', default: '1,2000,10000' },
+    'model-tasks': { type: 'string', default: 'write-greeting,fix-median' },
+    'model-group-size': { type: 'string', default: '2' },
+    'model-max-turns': { type: 'string', default: '4' },
+    'model-max-tokens': { type: 'string', default: '256' },
   },
   strict: true,
 });
@@ -150,6 +160,21 @@ try {
     'task version check per activity call',
     () => runTaskLoading({ scratch, sizes: list(values['task-files']).map((files) => ({ files, bytesPerFile: 10 * 1024 })), calls: 30 }),
     formatTaskLoading,
+  );
+  await section(
+    6,
+    'a real model: where a rollout spends its time (llama.cpp, Qwen2.5-Coder-0.5B, one thread)',
+    async () => {
+      const groupSize = Number(values['model-group-size']);
+      return runRealModel(await ctx(), {
+        tasks: values['model-tasks'].split(',').filter(Boolean),
+        groupSize,
+        maxTurns: Number(values['model-max-turns']),
+        maxTokens: Number(values['model-max-tokens']),
+        parallel: groupSize,
+      });
+    },
+    formatRealModel,
   );
   out.finishedAt = new Date().toISOString();
   out.loadAverageEnd = loadAverages();

@@ -28,6 +28,8 @@ export const FAILURE_TYPES = {
     'sandbox_killed',
     // The sandbox's own memory limit was hit (its cgroup's OOM killer) while the agent's command ran.
     'memory_exhausted',
+    // One policy call outlasted its time while the server stayed healthy (it answered a probe).
+    'generation_too_long',
   ],
   infra: [
     'provision_failed',

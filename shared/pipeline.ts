@@ -7,6 +7,8 @@ import { z } from 'zod';
 import type { FailureClass } from './failures.js';
 import { TASK_QUEUES } from './names.js';
 import { TaskRefSchema, TaskRequestSchema } from './task.js';
+import { TokenCaptureSchema, type TokenIntegrity } from './tokens.js';
+import { TOOL_CALL_PARSERS } from './tools.js';
 
 export const ScriptedPolicySchema = z
   .object({
@@ -26,16 +28,34 @@ export const ScriptedPolicySchema = z
   })
   .strict();
 
+/**
+ * Tokens one turn may generate when `sampling.max_tokens` is not given: a quarter of a 4k
+ * context, so one turn cannot outgrow any context of 4k tokens or more, and a model that
+ * rambles is cut off (a call cut off this way is a malformed call, the model's).
+ */
+export const DEFAULT_MAX_TOKENS_PER_TURN = 1024;
+
+/** The longest a policy call may take: inside the policyStep activity's 5-minute start-to-close timeout. */
+export const MAX_REQUEST_TIMEOUT_MS = 280_000;
+
 export const SamplingSchema = z
   .object({
     temperature: z.number().min(0).max(2).optional(),
     top_p: z.number().gt(0).max(1).optional(),
-    max_tokens: z.number().int().positive().optional(),
+    max_tokens: z.number().int().positive().default(DEFAULT_MAX_TOKENS_PER_TURN),
     seed: z.number().int().optional(),
     /** Ask the server for token logprobs (kept in the trajectory when returned). */
     logprobs: z.boolean().optional(),
   })
   .strict();
+
+const ToolCallParserSchema = z.enum(TOOL_CALL_PARSERS);
+
+function unknownToolCallParser(input: unknown): string {
+  const names: unknown[] = Array.isArray(input) ? input : [input];
+  const unknown = names.find((n) => !(TOOL_CALL_PARSERS as readonly unknown[]).includes(n));
+  return `unknown tool-call parser ${JSON.stringify(unknown)}; the parsers are ${TOOL_CALL_PARSERS.join(', ')} (one name, or a list tried in order)`;
+}
 
 export const OpenAIPolicySchema = z
   .object({
@@ -45,8 +65,24 @@ export const OpenAIPolicySchema = z
     model: z.string().min(1),
     /** Name of the environment variable holding the API key on the workers (never the key itself). */
     apiKeyEnv: z.string().regex(/^[A-Z_][A-Z0-9_]*$/).default('OPENAI_API_KEY'),
-    sampling: SamplingSchema.default({}),
-    requestTimeoutMs: z.number().int().positive().default(120_000),
+    sampling: SamplingSchema.prefault({}),
+    /**
+     * How long one policy call may take. When absent it is derived from sampling.max_tokens
+     * (activities/policies/generationBudget/turnBudget.ts). A call that runs past it while the
+     * server answers a health probe is the model's (model/generation_too_long), else infra.
+     */
+    requestTimeoutMs: z
+      .number()
+      .int()
+      .positive()
+      .max(MAX_REQUEST_TIMEOUT_MS, { error: `at most ${MAX_REQUEST_TIMEOUT_MS} ms: a policy call runs inside an activity limited to 5 minutes; lower sampling.max_tokens for a shorter turn` })
+      .optional(),
+    /** Where tool calls are read from; a list is tried in order and the first that finds calls wins (shared/tools.ts). */
+    toolCallParser: z
+      .union([ToolCallParserSchema, z.array(ToolCallParserSchema).min(1)], { error: (issue) => unknownToolCallParser(issue.input) })
+      .default('server'),
+    /** Token ids per turn for training (shared/tokens.ts): asked from the server (`server`), built by the pipeline (`pipeline`), or not at all (`off`, for APIs that refuse the extra fields). */
+    tokens: TokenCaptureSchema.prefault({}),
   })
   .strict();
 
@@ -97,6 +133,21 @@ export const FailurePolicySchema = z
 export const DEFAULT_FAILURE_POLICY: FailurePolicy = { infra: { retries: 2, backoffSec: 1, onExhausted: 'mask' }, model: 'score', task: 'fail_group', failedAttemptReward: 0, maxMaskedFraction: 0.5 };
 export type FailurePolicy = z.output<typeof FailurePolicySchema>;
 
+/**
+ * Async RL: how many versions behind the current one a group's oldest turn may be
+ * (staleness = current version - oldest turn version), and what happens past it:
+ * keep: the rollouts stay, tagged with their staleness;
+ * restart: a rollout whose attempt would go on past the bound restarts on a fresh sandbox at the current version;
+ * drop_group: the group is reported `stale`, no rollout valid.
+ */
+export const StalenessSchema = z
+  .object({
+    maxStaleness: z.number().int().min(0).optional(),
+    onStale: z.enum(['keep', 'restart', 'drop_group']).default('keep'),
+  })
+  .strict();
+export type Staleness = z.output<typeof StalenessSchema>;
+
 /** A group is one workflow with one child per rollout; its history limits how many fit. */
 export const MAX_GROUP_SIZE = 1024;
 
@@ -119,6 +170,12 @@ export const GroupInputSchema = z
     verifyMode: VerifyModeSchema.default('in-place'),
     /** Divide mean-centred advantages by the group's reward std (GRPO); off gives plain mean-centring. */
     scaleAdvantagesByStd: z.boolean().default(true),
+    /**
+     * The version of the weights the policy endpoint serves when the group starts; the trainer
+     * advances it while the group runs (advancePolicyVersion). Every turn records the version it ran under.
+     */
+    policyVersion: z.number().int().min(0).default(0),
+    staleness: StalenessSchema.default({ onStale: 'keep' }),
     /** Task queues of this pipeline's workers (separate pipelines can share one namespace). */
     taskQueues: z
       .object({ main: z.string().min(1), policy: z.string().min(1) })
@@ -141,6 +198,8 @@ export type GroupRequest = z.input<typeof GroupRequestSchema>;
 export interface RolloutInput {
   group: ResolvedGroupInput;
   index: number;
+  /** The group's policy version when it started this rollout (absent in rollouts started before versions existed). */
+  policyVersion?: number;
 }
 
 export interface StageTimings {
@@ -201,9 +260,20 @@ export interface RolloutResult {
   timings: StageTimings;
   trajectoryRef: string;
   experiment: ExperimentRecord | null;
+  /** Exact-prefix check over the attempt that produced the result (absent for rollouts from before it existed). */
+  tokenIntegrity?: TokenIntegrity;
+  /** The policy version of every turn of that attempt, in order. */
+  policyVersions?: number[];
+  /** Set by the group: its policy version at the end minus this rollout's oldest turn version (null without turns). */
+  staleness?: number | null;
+  /** Set by the group: staleness is past staleness.maxStaleness. */
+  stale?: boolean;
+  /** Attempts restarted at a newer policy version (staleness.onStale restart). */
+  staleRestarts?: number;
 }
 
-export type GroupStatus = 'complete' | 'insufficient' | 'task_invalid' | 'failed';
+/** `stale`: a rollout's oldest turn was more than staleness.maxStaleness versions behind and onStale is drop_group. */
+export type GroupStatus = 'complete' | 'insufficient' | 'task_invalid' | 'failed' | 'stale';
 
 /** Rollouts left out of a baseline (valid: false), counted by outcome class and by `<class>/<type>`. */
 export interface MaskedSummary {
@@ -231,4 +301,6 @@ export interface GroupResult {
   /** What was masked; absent in results of groups that ran before it was counted (maskedSummary(rollouts) recomputes it). */
   masked?: MaskedSummary;
   rollouts: RolloutResult[];
+  /** The policy version when the group finished (absent for groups from before versions existed). */
+  policyVersion?: number;
 }

@@ -7,6 +7,16 @@
 export const TOOL_NAMES = ['bash', 'read_file', 'write_file', 'submit'] as const;
 export type ToolName = (typeof TOOL_NAMES)[number];
 
+/**
+ * Where the tool calls of an answer are read from (activities/policies/toolCallParsing/):
+ * - server:      the server's own `tool_calls` (its parser read the model's text);
+ * - fenced-json: ```json blocks holding {"name": ..., "arguments": {...}} in the content;
+ * - hermes-tags: <tool_call>{"name": ..., "arguments": {...}}</tool_call> in the content;
+ * - bare-json:   content that is nothing but such an object (or an array of them).
+ */
+export const TOOL_CALL_PARSERS = ['server', 'fenced-json', 'hermes-tags', 'bare-json'] as const;
+export type ToolCallParserName = (typeof TOOL_CALL_PARSERS)[number];
+
 export interface ToolSchema {
   type: 'function';
   function: { name: ToolName; description: string; parameters: Record<string, unknown> };

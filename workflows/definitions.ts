@@ -2,7 +2,7 @@
  * Queries of the pipeline's workflows, declared once and used by workflows,
  * client and tests.
  */
-import { defineQuery, defineUpdate } from '@temporalio/workflow';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { AttemptSummary } from '../shared/pipeline.js';
 
 export interface RolloutProgress {
@@ -44,3 +44,33 @@ export interface CancelRolloutResponse {
  * `cancelled/operator` with no reward (not valid, so outside the group baseline).
  */
 export const cancelRolloutUpdate = defineUpdate<CancelRolloutResponse, [CancelRolloutRequest]>('cancelRollout');
+
+export interface AdvancePolicyVersionRequest {
+  /** The version of the weights the policy endpoint serves from now on; never lower than the current one. */
+  version: number;
+}
+
+export interface AdvancePolicyVersionResponse {
+  previous: number;
+  current: number;
+  /** Rollouts of the group still running, told the new version. */
+  notified: number;
+}
+
+/**
+ * The trainer says which weights the policy endpoint serves now (async RL). The
+ * group's rollouts record it with every later turn; a version lower than the
+ * current one is refused (the update fails, naming both versions).
+ */
+export const advancePolicyVersionUpdate = defineUpdate<AdvancePolicyVersionResponse, [AdvancePolicyVersionRequest]>('advancePolicyVersion');
+
+/** From a group to its running rollouts: the policy version now served. */
+export const policyVersionSignal = defineSignal<[number]>('policyVersion');
+
+/** Why an advancePolicyVersion request is refused, or undefined when it is fine. */
+export function policyVersionProblem(request: unknown, current: number): string | undefined {
+  const version = typeof request === 'object' && request !== null && 'version' in request ? request.version : undefined;
+  if (typeof version !== 'number' || !Number.isInteger(version) || version < 0) return `advancePolicyVersion needs {"version": <integer >= 0>}, got ${JSON.stringify(request)}`;
+  if (version < current) return `policy version ${version} is behind the group's current version ${current}: versions only go forward. Fix: send the version of the weights being served now (>= ${current})`;
+  return undefined;
+}

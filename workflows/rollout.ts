@@ -19,7 +19,8 @@ import { METRIC } from '../shared/metricNames.js';
 import { trajectoryRefOf } from '../shared/names.js';
 import { ROLLOUT_ATTEMPTS, ROLLOUT_OUTCOME, ROLLOUT_OUTCOME_CLASS, ROLLOUT_REWARD } from '../shared/searchAttributes.js';
 import { classifyFailure, type Classified } from './classifyFailure.js';
-import { cancelRolloutUpdate, rolloutProgressQuery, type RolloutProgress } from './definitions.js';
+import type { TokenIntegrity } from '../shared/tokens.js';
+import { cancelRolloutUpdate, policyVersionSignal, rolloutProgressQuery, type RolloutProgress } from './definitions.js';
 
 /** Failures that retrying the same activity cannot fix: every model and task type, and these infra ones. */
 const NON_RETRYABLE = [
@@ -38,6 +39,12 @@ const HEARTBEAT_TIMEOUT = '15 seconds';
 
 /** Thrown instead of starting an attempt once an operator cancelled the rollout. */
 class CancelledByOperator extends Error {}
+
+/** Ends an attempt whose turns fell too far behind the policy version (staleness.onStale restart). */
+class StaleRestart extends Error {}
+
+/** Restarts for staleness per rollout; past this the rollout goes on and is tagged stale. */
+const MAX_STALE_RESTARTS = 5;
 
 interface AttemptOutcome {
   reward: number;
@@ -79,6 +86,16 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   const progress: RolloutProgress = { stage: 'starting', attempt: 0, turn: 0, lastAction: '', reward: null };
   const history: AttemptSummary[] = [];
   setHandler(rolloutProgressQuery, () => ({ ...progress, attemptHistory: [...history] }));
+
+  // Async RL: the group tells its rollouts when the policy version advances; every turn records the version it ran under.
+  let policyVersion = input.policyVersion ?? group.policyVersion ?? 0;
+  setHandler(policyVersionSignal, (version) => {
+    if (version > policyVersion) policyVersion = version;
+  });
+  const staleness = group.staleness ?? { onStale: 'keep' as const };
+  let staleRestarts = 0;
+  let attemptVersions: number[] = [];
+  let tokenIntegrity: TokenIntegrity = { status: 'missing', attempt: 0, turns: 0, reason: 'the attempt has no policy turns' };
 
   // An operator's cancel stops the running attempt (its scope), never the teardown.
   let cancelReason: string | null = null;
@@ -138,6 +155,8 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
     progress.stage = 'provisioning';
     progress.attempt = attempt;
     progress.turn = 0;
+    attemptVersions = [];
+    tokenIntegrity = { status: 'missing', attempt, turns: 0, reason: 'the attempt has no policy turns' };
     showProgress();
     const p = await provisionSandbox(`provision ${attempt === 0 ? '' : 'fresh '}local sandbox (attempt ${attempt + 1})`, { group, workflowId: info.workflowId, runId: info.runId, index, attempt, trajectoryRef });
     timings.provisionMs += p.provisionMs;
@@ -164,9 +183,14 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
           modelFailure = { failureClass: 'model', type: 'agent_timeout', message: `agent time budget of ${p.agentTimeoutSec} s used up` };
           break;
         }
+        const oldest = attemptVersions.length > 0 ? Math.min(...attemptVersions) : policyVersion;
+        if (staleness.onStale === 'restart' && staleness.maxStaleness !== undefined && policyVersion - oldest > staleness.maxStaleness && staleRestarts < MAX_STALE_RESTARTS) {
+          throw new StaleRestart(`policy version ${policyVersion} is ${policyVersion - oldest} ahead of this attempt's oldest turn (version ${oldest}), past maxStaleness ${staleness.maxStaleness}: restarted at version ${policyVersion}`);
+        }
+        const version = policyVersion;
         let step;
         try {
-          step = await policyStep(`turn ${turn}: policy ${policyName}`, { policy: group.policy, task: group.task, trajectoryRef, rolloutIndex: index, attempt, turn });
+          step = await policyStep(`turn ${turn}: policy ${policyName}`, { policy: group.policy, task: group.task, trajectoryRef, rolloutIndex: index, attempt, turn, policyVersion: version });
         } catch (err) {
           const c = classifyFailure(err);
           if (c.failureClass === 'model') {
@@ -175,6 +199,14 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
           }
           throw err;
         }
+        attemptVersions.push(version);
+        const tokens = step.tokens ?? { status: 'missing' as const, reason: 'the worker that ran this turn does not capture tokens' };
+        const firstProblem = tokenIntegrity.turns > 0 && tokenIntegrity.status !== 'ok';
+        tokenIntegrity = firstProblem
+          ? { ...tokenIntegrity, turns: turn + 1 }
+          : tokens.status === 'ok'
+            ? { status: 'ok', attempt, turns: turn + 1 }
+            : { status: tokens.status, attempt, turns: turn + 1, turn, ...(tokens.position !== undefined ? { position: tokens.position } : {}), reason: tokens.reason ?? '' };
         for (const [callIndex, call] of step.calls.entries()) {
           if (call.name === 'submit' && !call.malformed) continue;
           const remainingMs = budgetMs - (Date.now() - agentStart);
@@ -251,6 +283,12 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
         break;
       }
       if (isCancellation(err)) throw err;
+      if (err instanceof StaleRestart) {
+        staleRestarts++;
+        history.push({ attempt, outcomeClass: 'cancelled', outcomeType: 'stale_restart', message: err.message, reward: null, turns: progress.turn });
+        log.info('attempt restarted at a newer policy version', { rollout: index, attempt, message: err.message });
+        continue;
+      }
       const c = classifyFailure(err);
       // Failure attribution (activities/attribution/) laid the end on the agent: it made verification
       // impossible. Scored as a failed attempt, never retried, never masked unless the policy masks model.
@@ -265,12 +303,12 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
       history.push({ attempt, outcomeClass: c.failureClass, outcomeType: c.type, message: c.message, reward: null, turns: progress.turn, ...(c.evidence ? { evidence: c.evidence } : {}) });
       log.warn('attempt failed', { rollout: index, attempt, failureClass: c.failureClass, type: c.type, message: c.message });
       if (c.failureClass === 'infra') attemptFailures.add(1, { outcome_type: c.type });
-      if (c.failureClass === 'infra' && attempt + 1 < maxAttempts) {
+      if (c.failureClass === 'infra' && attempt - staleRestarts + 1 < maxAttempts) {
         progress.stage = 'backoff';
         const backoff = new CancellationScope();
         attemptScope = backoff;
         // A cancel during the backoff ends the wait; the next turn of the loop sees cancelReason.
-        await backoff.run(() => sleep(group.failurePolicy.infra.backoffSec * 1000 * 2 ** attempt)).catch((e: unknown) => {
+        await backoff.run(() => sleep(group.failurePolicy.infra.backoffSec * 1000 * 2 ** (attempt - staleRestarts))).catch((e: unknown) => {
           if (!(cancelReason !== null && isCancellation(e))) throw e;
         });
         continue;
@@ -319,6 +357,9 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
       timings,
       trajectoryRef,
       experiment,
+      tokenIntegrity,
+      policyVersions: attemptVersions,
+      ...(staleRestarts > 0 ? { staleRestarts } : {}),
     };
   }
 }

@@ -4,7 +4,7 @@
  * the advantages over the valid ones; a group with fewer valid rollouts than
  * minValid is reported insufficient rather than silently averaged.
  */
-import { ApplicationFailure, executeChild, isCancellation, metricMeter, ParentClosePolicy, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
+import { ApplicationFailure, executeChild, getExternalWorkflowHandle, isCancellation, log, metricMeter, ParentClosePolicy, proxyActivities, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { PipelineActivities } from '../activities/createActivities.js';
 import { describeMasked, maskedSummary } from '../shared/masking.js';
 import { METRIC } from '../shared/metricNames.js';
@@ -13,7 +13,8 @@ import { GroupRequestSchema, type GroupRequest, type GroupResult, type GroupStat
 import { ROLLOUT_BATCH, ROLLOUT_TASK_ID, ROLLOUT_TASK_VERSION } from '../shared/searchAttributes.js';
 import { computeAdvantages } from './advantages.js';
 import { classifyFailure } from './classifyFailure.js';
-import { groupProgressQuery, type GroupProgress } from './definitions.js';
+import { advancePolicyVersionUpdate, groupProgressQuery, policyVersionProblem, policyVersionSignal, type GroupProgress } from './definitions.js';
+import { applyStaleness } from './staleness.js';
 import { rollout } from './rollout.js';
 
 function brokenRollout(input: ResolvedGroupInput, index: number, err: unknown): RolloutResult {
@@ -77,6 +78,32 @@ export async function rolloutGroup(request: GroupRequest): Promise<GroupResult> 
   const progress: GroupProgress = { total: input.groupSize, finished: 0, rewards: Array.from({ length: input.groupSize }, () => undefined) };
   setHandler(groupProgressQuery, () => progress);
 
+  // Async RL: the trainer advances the served policy version while the group runs; running rollouts are told.
+  let policyVersion = input.policyVersion ?? 0;
+  const running = new Set<number>(Array.from({ length: input.groupSize }, (_, i) => i));
+  setHandler(
+    advancePolicyVersionUpdate,
+    async ({ version }) => {
+      const previous = policyVersion;
+      policyVersion = version;
+      const targets = version > previous ? [...running] : [];
+      await Promise.all(
+        targets.map((i) =>
+          getExternalWorkflowHandle(rolloutWorkflowId(input.batchId, input.task.id, i))
+            .signal(policyVersionSignal, version)
+            .catch((err: unknown) => log.info('rollout finished before it heard of the new policy version', { rollout: i, error: String(err) })),
+        ),
+      );
+      return { previous, current: version, notified: targets.length };
+    },
+    {
+      validator: (request: unknown) => {
+        const problem = policyVersionProblem(request, policyVersion);
+        if (problem) throw new Error(problem);
+      },
+    },
+  );
+
   const rollouts = await Promise.all(
     Array.from({ length: input.groupSize }, async (_, index) => {
       let result: RolloutResult;
@@ -84,7 +111,7 @@ export async function rolloutGroup(request: GroupRequest): Promise<GroupResult> 
         result = await executeChild(rollout, {
           workflowId: rolloutWorkflowId(input.batchId, input.task.id, index),
           taskQueue: input.taskQueues.main,
-          args: [{ group: input, index }],
+          args: [{ group: input, index, policyVersion }],
           parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
           staticSummary: `rollout ${index + 1} of ${input.groupSize} · ${input.task.id}`,
           staticDetails: `**batch** ${input.batchId} · **task** ${input.task.id} (version ${input.task.version.slice(0, 12)}) · **rollout** ${index}`,
@@ -98,12 +125,14 @@ export async function rolloutGroup(request: GroupRequest): Promise<GroupResult> 
         if (isCancellation(err)) throw err;
         result = brokenRollout(input, index, err);
       }
+      running.delete(index);
       progress.finished++;
       progress.rewards[index] = result.reward;
       return result;
     }),
   );
 
+  const staleness = applyStaleness(rollouts, policyVersion, input.staleness);
   const stats = computeAdvantages(
     rollouts.map((r) => r.reward),
     rollouts.map((r) => r.valid),
@@ -122,6 +151,9 @@ export async function rolloutGroup(request: GroupRequest): Promise<GroupResult> 
   } else if (infraFailure && input.failurePolicy.infra.onExhausted === 'fail_group') {
     status = 'failed';
     statusReason = `rollout ${infraFailure.index}: ${infraFailure.attemptHistory.at(-1)?.message ?? infraFailure.outcomeType}`;
+  } else if (staleness.dropped) {
+    status = 'stale';
+    statusReason = staleness.dropped;
   } else if (validCount < input.minValid) {
     status = 'insufficient';
     statusReason = `${validCount} valid rollouts, fewer than minValid ${input.minValid}`;
@@ -150,5 +182,6 @@ export async function rolloutGroup(request: GroupRequest): Promise<GroupResult> 
     stdReward: stats.std,
     masked,
     rollouts,
+    policyVersion,
   };
 }

@@ -3,6 +3,7 @@
  * system prompt and instruction, then per turn the policy's assistant message
  * and the observation of each of its tool calls.
  */
+import type { PrefixCheck } from '../../shared/tokens.js';
 import type { ChatMessage, ToolSchema } from '../../shared/tools.js';
 import type { PolicyResponse } from '../policies/policyClient.js';
 import { attemptPrefix, turnName, type TrajectoryStore } from '../store/trajectoryStore.js';
@@ -23,6 +24,10 @@ export interface AttemptMeta {
 export interface PolicyTurnRecord extends PolicyResponse {
   turn: number;
   latencyMs: number;
+  /** The policy version that generated this turn (absent in records from before versions). */
+  policyVersion?: number;
+  /** This turn's prompt against the previous turn's prompt + completion ids; null when either has no ids. */
+  prefixCheck?: PrefixCheck | null;
 }
 
 export interface ToolTurnRecord {

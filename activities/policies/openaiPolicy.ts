@@ -10,8 +10,14 @@ import { ApplicationFailure } from '@temporalio/common';
 import type { z } from 'zod';
 import { failureName } from '../../shared/failures.js';
 import type { OpenAIPolicySchema } from '../../shared/pipeline.js';
-import type { AssistantMessage, ToolCall } from '../../shared/tools.js';
+import type { AssistantMessage, ChatMessage, ToolCall } from '../../shared/tools.js';
 import type { PolicyClient, PolicyRequest, PolicyResponse } from './policyClient.js';
+import { timedOutCall } from './generationBudget/timedOutCall.js';
+import { turnBudget } from './generationBudget/turnBudget.js';
+import { readToolCalls, toolCallParsersOf } from './toolCallParsing/readToolCalls.js';
+import { wireMessages } from './wireMessages.js';
+import { serverRoot, ServerEndpoints } from './tokens/serverEndpoints.js';
+import { renderServerPrompt, serverTurnTokens } from './tokens/serverTokenCapture.js';
 
 type OpenAIPolicyConfig = z.output<typeof OpenAIPolicySchema>;
 
@@ -50,37 +56,49 @@ export class OpenAIPolicy implements PolicyClient {
 
   async next(request: PolicyRequest): Promise<PolicyResponse> {
     const { sampling } = this.config;
+    const budget = turnBudget(this.config);
     const body: Record<string, unknown> = {
       model: this.config.model,
-      messages: request.messages,
+      messages: wireMessages(request.messages),
       tools: request.tools,
       tool_choice: 'auto',
       ...(sampling.temperature !== undefined ? { temperature: sampling.temperature } : {}),
       ...(sampling.top_p !== undefined ? { top_p: sampling.top_p } : {}),
-      ...(sampling.max_tokens !== undefined ? { max_tokens: sampling.max_tokens } : {}),
+      max_tokens: budget.maxTokens,
       // One seed per rollout and turn: reproducible, yet the rollouts of a group differ.
       ...(sampling.seed !== undefined ? { seed: sampling.seed + request.rolloutIndex * 100_003 + request.attempt * 1_009 + request.turn } : {}),
       ...(sampling.logprobs ? { logprobs: true } : {}),
     };
+    // Token ids for training (shared/tokens.ts): vLLM returns them on request, llama.cpp puts the id in each logprobs entry.
+    const capture = this.config.tokens.mode === 'server';
+    if (capture) Object.assign(body, { logprobs: true, top_logprobs: Math.max(1, this.config.tokens.topLogprobs), return_token_ids: true }); // llama.cpp sends no logprobs at top_logprobs 0
+    const rendered = capture ? renderServerPrompt(new ServerEndpoints(serverRoot(this.config.baseUrl, this.config.tokens.serverUrl), budget.timeoutMs), body.messages as ChatMessage[], request.tools) : undefined;
     const apiKey = this.env[this.config.apiKeyEnv];
     const url = `${this.config.baseUrl.replace(/\/+$/, '')}/chat/completions`;
+    const auth: Record<string, string> = apiKey ? { authorization: `Bearer ${apiKey}` } : {};
     let response: Response;
     try {
       response = await fetch(url, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}) },
+        headers: { 'content-type': 'application/json', ...auth },
         body: JSON.stringify(body),
-        signal: AbortSignal.timeout(this.config.requestTimeoutMs),
+        signal: AbortSignal.timeout(budget.timeoutMs),
       });
     } catch (err) {
+      if ((err as Error).name === 'TimeoutError') throw await timedOutCall(url, this.config.baseUrl, budget, auth);
       const cause = (err as { cause?: { code?: string } }).cause?.code;
       throw unavailable(`policy endpoint ${url} unreachable: ${cause ?? (err as Error).name}: ${(err as Error).message}`);
     }
-    const text = await response.text().catch(() => '');
+    let text = '';
+    try {
+      text = await response.text();
+    } catch (err) {
+      if ((err as Error).name === 'TimeoutError') throw await timedOutCall(url, this.config.baseUrl, budget, auth);
+    }
     if (response.status === 429) throw unavailable(`policy endpoint ${url} is rate limiting (429)`, { ...(retryAfterMs(response.headers.get('retry-after')) !== undefined ? { retryAfterMs: retryAfterMs(response.headers.get('retry-after')) } : {}) });
     if (response.status >= 500) throw unavailable(`policy endpoint ${url} answered ${response.status}: ${text.slice(0, 300)}`);
     if (response.status >= 400) {
-      if (/context[_ ]length|maximum context|too many tokens|context window/i.test(text)) {
+      if (/context[_ ]length|maximum context|too many tokens|context window|context size/i.test(text)) {
         throw ApplicationFailure.create({ type: OVERFLOW, message: `the conversation no longer fits the model's context: ${text.slice(0, 300)}`, nonRetryable: true });
       }
       throw unavailable(`policy endpoint ${url} rejected the request (${response.status}); check model, API key (${this.config.apiKeyEnv}) and sampling: ${text.slice(0, 300)}`, { nonRetryable: true });
@@ -98,9 +116,10 @@ export class OpenAIPolicy implements PolicyClient {
       type: 'function' as const,
       function: { name: String(c.function?.name ?? ''), arguments: typeof c.function?.arguments === 'string' ? c.function.arguments : JSON.stringify(c.function?.arguments ?? {}) },
     }));
-    const assistant: AssistantMessage = { role: 'assistant', content: choice.message.content ?? null, ...(toolCalls.length > 0 ? { tool_calls: toolCalls } : {}) };
+    const read = readToolCalls({ content: choice.message.content ?? null, serverCalls: toolCalls }, toolCallParsersOf(this.config.toolCallParser), (i) => `call_${request.turn}_${i}`);
+    const assistant: AssistantMessage = read.assistant;
     const tokens: Record<string, unknown> = {};
-    if (choice.logprobs !== undefined && choice.logprobs !== null) tokens.logprobs = choice.logprobs;
+    if (sampling.logprobs && choice.logprobs !== undefined && choice.logprobs !== null) tokens.logprobs = choice.logprobs;
     if (choice.token_ids !== undefined) tokens.token_ids = choice.token_ids;
     if (parsed.prompt_token_ids !== undefined) tokens.prompt_token_ids = parsed.prompt_token_ids;
     const reasoning = choice.message.reasoning_content ?? choice.message.reasoning;
@@ -111,6 +130,9 @@ export class OpenAIPolicy implements PolicyClient {
       finishReason: choice.finish_reason ?? null,
       usage: parsed.usage ?? null,
       tokens: Object.keys(tokens).length > 0 ? tokens : null,
+      toolCallParsers: read.toolCallParsers,
+      ...(capture ? { turnTokens: serverTurnTokens(parsed as unknown as Record<string, unknown>, choice, await rendered, this.config.tokens.topLogprobs) } : {}),
+      ...(read.rawContent !== undefined ? { rawContent: read.rawContent } : {}),
     };
   }
 }

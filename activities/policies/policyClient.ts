@@ -1,6 +1,7 @@
 /** One step of a policy: given the conversation so far, the next assistant message. */
 import type { LoadedTask } from '../../shared/task.js';
-import type { AssistantMessage, ChatMessage, ToolSchema } from '../../shared/tools.js';
+import type { MissingTokens, TurnTokens } from '../../shared/tokens.js';
+import type { AssistantMessage, ChatMessage, ToolCallParserName, ToolSchema } from '../../shared/tools.js';
 
 export interface PolicyRequest {
   messages: ChatMessage[];
@@ -9,6 +10,8 @@ export interface PolicyRequest {
   rolloutIndex: number;
   attempt: number;
   turn: number;
+  /** The previous turn's token ids in this attempt (token-level mode extends them). */
+  previousTokens?: TurnTokens | null;
 }
 
 export interface PolicyResponse {
@@ -19,6 +22,14 @@ export interface PolicyResponse {
   tokens: Record<string, unknown> | null;
   /** The model's reasoning when the server returns it apart from the content (`reasoning_content`, `reasoning`); kept in the trajectory, never sent back to the model. */
   reasoning?: string;
+  /** The prompt ids the server saw, the completion ids and their logprobs; or why there are none. */
+  turnTokens?: TurnTokens | MissingTokens;
+  /** Token-level mode: why the prompt could not extend the previous turn's ids. */
+  promptProblem?: string;
+  /** Which parser read each of `assistant.tool_calls` (openai policy; toolCallParsing/). */
+  toolCallParsers?: ToolCallParserName[];
+  /** The content as the model wrote it, when a text parser took tool calls out of it. */
+  rawContent?: string;
 }
 
 export interface PolicyClient {

@@ -4,6 +4,7 @@ import { join, resolve } from 'node:path';
 import { openTrajectoryStore } from '../../activities/store/openTrajectoryStore.js';
 import type { TrajectoryStore } from '../../activities/store/trajectoryStore.js';
 import { ScriptedPolicySchema, type PolicyConfig } from '../../shared/pipeline.js';
+import type { ToolCallParserName } from '../../shared/tools.js';
 import { UsageError } from './usageError.js';
 
 /** The task queues a `--queue-prefix P` names: P for workflows, P-policy for policy calls; the defaults without one. */
@@ -46,7 +47,10 @@ const SCRIPTS = ScriptedPolicySchema.shape.script.options;
 type Script = (typeof SCRIPTS)[number];
 
 /** `scripted:<script>` or `openai` (with --base-url and --model). */
-export function parsePolicy(value: string, options: { baseUrl?: string; model?: string; temperature?: string; seed?: string; apiKeyEnv?: string }): PolicyConfig {
+export function parsePolicy(
+  value: string,
+  options: { baseUrl?: string; model?: string; temperature?: string; seed?: string; apiKeyEnv?: string; maxTokens?: string; requestTimeoutMs?: string; toolCallParser?: string },
+): PolicyConfig {
   if (value.startsWith('scripted:')) {
     const script = value.slice('scripted:'.length);
     if (!SCRIPTS.includes(script as Script)) throw new UsageError(`--policy ${value}: scripted policies are ${SCRIPTS.slice(0, -1).join(', ')} and ${SCRIPTS.at(-1)}`);
@@ -62,12 +66,18 @@ export function parsePolicy(value: string, options: { baseUrl?: string; model?: 
     };
     const temperature = number('temperature', options.temperature);
     const seed = number('seed', options.seed);
+    const maxTokens = number('max-tokens', options.maxTokens);
+    const requestTimeoutMs = number('request-timeout-ms', options.requestTimeoutMs);
+    // Checked against the parser names by the batch schema, which names the ones that exist.
+    const parsers = options.toolCallParser?.split(',').map((p) => p.trim()) as ToolCallParserName[] | undefined;
     return {
       kind: 'openai',
       baseUrl: options.baseUrl,
       model: options.model,
       ...(options.apiKeyEnv ? { apiKeyEnv: options.apiKeyEnv } : {}),
-      sampling: { ...(temperature !== undefined ? { temperature } : {}), ...(seed !== undefined ? { seed } : {}) },
+      sampling: { ...(temperature !== undefined ? { temperature } : {}), ...(seed !== undefined ? { seed } : {}), ...(maxTokens !== undefined ? { max_tokens: maxTokens } : {}) },
+      ...(requestTimeoutMs !== undefined ? { requestTimeoutMs } : {}),
+      ...(parsers ? { toolCallParser: parsers } : {}),
     };
   }
   throw new UsageError(`--policy ${JSON.stringify(value)}: use ${SCRIPTS.map((name) => `scripted:${name}`).join(', ')} or openai`);

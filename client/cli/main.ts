@@ -8,7 +8,9 @@ import { TemporalBinaryError } from '../../workers/temporalBinary.js';
 import { TemporalSettingError } from '../../workers/temporalConnection.js';
 import { serverCommand, serverUsage } from './serverCommand.js';
 import { cancelCommand, cancelUsage } from './cancelCommand.js';
+import { exportCommand, exportUsage } from './exportCommand.js';
 import { gcCommand, gcUsage } from './gcCommand.js';
+import { policyVersionCommand, policyVersionUsage } from './policyVersionCommand.js';
 import { rerunCommand, rerunUsage } from './rerunCommand.js';
 import { replayCommand, replayUsage } from './replayCommand.js';
 import { replayHistoryCommand, replayHistoryUsage } from './replayHistoryCommand.js';
@@ -27,6 +29,8 @@ const commands: Record<string, { run: (argv: string[]) => Promise<number>; usage
   status: { run: statusCommand, usage: statusUsage },
   report: { run: reportCommand, usage: reportUsage },
   show: { run: showCommand, usage: showUsage },
+  export: { run: exportCommand, usage: exportUsage },
+  'policy-version': { run: policyVersionCommand, usage: policyVersionUsage },
   worker: { run: workerCommand, usage: workerUsage },
   task: { run: taskCommand, usage: taskUsage },
   gc: { run: gcCommand, usage: gcUsage },

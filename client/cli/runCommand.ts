@@ -24,6 +24,10 @@ export const runUsage = `rollout run --tasks DIR... [--group-size N] [--policy P
   --policy       scripted:mixed (default), scripted:oracle, scripted:noop, scripted:stall, or openai;
                  scripted:adversarial runs the escape suite (with --group-size 8, every attempt once)
   --base-url, --model, --temperature, --seed, --api-key-env   for --policy openai
+  --max-tokens N            tokens per turn (default 1024)
+  --request-timeout-ms N    time per policy call (default derived from --max-tokens)
+  --tool-call-parser LIST   where calls are read from, tried in order: server (default), fenced-json,
+                            hermes-tags, bare-json (e.g. server,fenced-json for a model that writes fenced JSON)
   --max-turns N, --verify in-place|clean-room, --min-valid N
   --out FILE     JSONL of rollouts (default <data-dir>/results/<batch>.jsonl)
   --embedded     start a local Temporal dev server and workers first (state in <data-dir>/temporal.sqlite)
@@ -66,6 +70,9 @@ export async function runCommand(argv: string[]): Promise<number> {
       temperature: { type: 'string' },
       seed: { type: 'string' },
       'api-key-env': { type: 'string' },
+      'max-tokens': { type: 'string' },
+      'request-timeout-ms': { type: 'string' },
+      'tool-call-parser': { type: 'string' },
       'batch-id': { type: 'string' },
       'max-turns': { type: 'string' },
       'min-valid': { type: 'string' },
@@ -98,6 +105,9 @@ export async function runCommand(argv: string[]): Promise<number> {
       ...(values.temperature ? { temperature: values.temperature } : {}),
       ...(values.seed ? { seed: values.seed } : {}),
       ...(values['api-key-env'] ? { apiKeyEnv: values['api-key-env'] } : {}),
+      ...(values['max-tokens'] ? { maxTokens: values['max-tokens'] } : {}),
+      ...(values['request-timeout-ms'] ? { requestTimeoutMs: values['request-timeout-ms'] } : {}),
+      ...(values['tool-call-parser'] ? { toolCallParser: values['tool-call-parser'] } : {}),
     }),
     ...(values['max-turns'] ? { limits: { maxTurns: int('max-turns', values['max-turns'], 30) } } : {}),
     ...(verify ? { verifyMode: verify } : {}),

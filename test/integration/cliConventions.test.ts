@@ -36,6 +36,8 @@ const SUBCOMMANDS: { command: string[]; typo: string; meant: string }[] = [
   { command: ['replay-history'], typo: '--runid', meant: '--run-id' },
   { command: ['server'], typo: '--ui-prot', meant: '--ui-port' },
   { command: ['show'], typo: '--lnes', meant: '--lines' },
+  { command: ['export'], typo: '--keep-brokn', meant: '--keep-broken' },
+  { command: ['policy-version'], typo: '--grop', meant: '--group' },
 ];
 
 describe('every subcommand answers --help, -h and rollout help CMD with its usage', { timeout: 300_000 }, () => {

@@ -86,7 +86,7 @@ describe('pipeline failure handling', { timeout: 900_000 }, () => {
         : { content: 'Done.', toolCalls: [{ name: 'submit', arguments: {} }] },
     );
     server.failNext(1, 429, { 'retry-after': '3' });
-    server.misbehaveNext('hang');
+    server.misbehaveNext('unresponsive');
     server.misbehaveNext('not-json');
     server.misbehaveNext('no-choices');
     const times: number[] = [];

@@ -1,0 +1,119 @@
+/**
+ * `rollout export` from TypeScript: the training samples of a batch's finished
+ * groups, one per valid rollout, from the group results (reward, advantage,
+ * outcome) and the trajectory store (token ids of the attempt that produced
+ * the result). Rollouts whose token integrity broke or that lack ids are left
+ * out unless asked for, and every one left out is counted with why.
+ */
+import { createWriteStream } from 'node:fs';
+import { once } from 'node:events';
+import type { Client } from '@temporalio/client';
+import type { TrajectoryStore } from '../../activities/store/trajectoryStore.js';
+import type { PolicyTurnRecord } from '../../activities/agent/conversation.js';
+import type { GroupResult, RolloutResult } from '../../shared/pipeline.js';
+import type { TokenIntegrity, TurnTokens } from '../../shared/tokens.js';
+import { listBatchGroups } from '../batchGroups.js';
+import { loadTrajectory } from '../loadTrajectory.js';
+import { assembleTokens, type TrainingSample } from './trainingSample.js';
+
+export interface ExportOptions {
+  /** Keep rollouts whose prefix broke (their broken turns unmasked) or that lack token ids (empty arrays). */
+  keepBroken?: boolean;
+}
+
+export interface ExcludedRollout {
+  rollout_id: string;
+  why: 'not_valid' | 'broken' | 'missing';
+  reason: string;
+}
+
+export interface ExportReport {
+  batchId: string;
+  groups: number;
+  unfinishedGroups: number;
+  exported: number;
+  /** Kept on request although their integrity is not ok. */
+  keptBroken: number;
+  excluded: ExcludedRollout[];
+}
+
+function integrityOf(r: RolloutResult, records: PolicyTurnRecord[]): TokenIntegrity {
+  if (r.tokenIntegrity) return r.tokenIntegrity;
+  return { status: 'missing', attempt: r.attempts - 1, turns: records.length, reason: 'the rollout ran before token capture existed' };
+}
+
+async function sampleOf(store: TrajectoryStore, group: GroupResult, r: RolloutResult): Promise<{ sample: TrainingSample; integrity: TokenIntegrity }> {
+  const attempts = await loadTrajectory(store, r.trajectoryRef);
+  const wanted = r.tokenIntegrity?.attempt ?? attempts.length - 1;
+  const records = attempts.find((a) => a.attempt === wanted)?.turns.map((t) => t.policy) ?? [];
+  const integrity = integrityOf(r, records);
+  const withIds = integrity.status === 'missing' ? [] : records.map((p) => p.turnTokens).filter((t): t is TurnTokens => t !== undefined && 'promptIds' in t);
+  const tokens = assembleTokens(withIds);
+  return {
+    integrity,
+    sample: {
+      rollout_id: r.workflowId,
+      group_id: group.workflowId,
+      batch_id: group.batchId,
+      task_id: group.taskId,
+      task_version: group.taskVersion,
+      rollout_index: r.index,
+      input_ids: tokens.input_ids,
+      loss_mask: tokens.loss_mask,
+      logprobs: tokens.logprobs,
+      reward: r.reward,
+      advantage: r.advantage,
+      policy_versions: r.policyVersions ?? records.map((p) => p.policyVersion ?? 0),
+      completion_spans: tokens.completion_spans,
+      outcome: { class: r.outcomeClass, type: r.outcomeType },
+      token_integrity: { ...integrity, ...(tokens.unmasked_turns.length > 0 ? { unmasked_turns: tokens.unmasked_turns } : {}) },
+      staleness: r.staleness ?? null,
+      stale: r.stale ?? false,
+    },
+  };
+}
+
+/** Samples of one group's rollouts, and those left out. */
+export async function groupSamples(store: TrajectoryStore, group: GroupResult, options: ExportOptions = {}): Promise<{ samples: TrainingSample[]; excluded: ExcludedRollout[]; keptBroken: number }> {
+  const samples: TrainingSample[] = [];
+  const excluded: ExcludedRollout[] = [];
+  let keptBroken = 0;
+  for (const r of group.rollouts) {
+    if (!r.valid || r.reward === null) {
+      excluded.push({ rollout_id: r.workflowId, why: 'not_valid', reason: `${r.outcomeClass}/${r.outcomeType}${group.status === 'stale' ? ` (group dropped: ${group.statusReason})` : ''}` });
+      continue;
+    }
+    const { sample, integrity } = await sampleOf(store, group, r);
+    if (integrity.status !== 'ok') {
+      const why = integrity.status;
+      const where = integrity.turn !== undefined ? ` at turn ${integrity.turn}${integrity.position !== undefined ? `, token ${integrity.position}` : ''}` : '';
+      if (!options.keepBroken) {
+        excluded.push({ rollout_id: r.workflowId, why, reason: `${why}${where}: ${integrity.reason ?? ''}` });
+        continue;
+      }
+      keptBroken++;
+    }
+    samples.push(sample);
+  }
+  return { samples, excluded, keptBroken };
+}
+
+/** Writes the batch's samples as JSONL to `out` and reports what was exported and what was left out. */
+export async function exportBatch(client: Client, store: TrajectoryStore, batchId: string, out: string, options: ExportOptions = {}): Promise<ExportReport> {
+  const { finished, unfinished } = await listBatchGroups(client, batchId);
+  const report: ExportReport = { batchId, groups: finished.length, unfinishedGroups: unfinished.length, exported: 0, keptBroken: 0, excluded: [] };
+  const file = createWriteStream(out);
+  try {
+    for (const group of finished) {
+      const { samples, excluded, keptBroken } = await groupSamples(store, group, options);
+      for (const s of samples) if (!file.write(`${JSON.stringify(s)}\n`)) await once(file, 'drain');
+      report.exported += samples.length;
+      report.keptBroken += keptBroken;
+      report.excluded.push(...excluded);
+    }
+  } finally {
+    file.end();
+    await once(file, 'close');
+  }
+  return report;
+}

@@ -1,0 +1,85 @@
+/**
+ * One rollout as a training sample: the token ids of its final attempt
+ * (the last turn's prompt + completion, which under the exact-prefix rule
+ * holds every earlier turn), a loss mask that is 1 only on tokens the policy
+ * generated, their logprobs aligned to input_ids (null elsewhere), and the
+ * reward and advantage. A turn whose completion is not where the rule puts it
+ * (a prefix break, kept only on request) stays unmasked and is named.
+ */
+import type { TokenIntegrity, TurnTokens } from '../../shared/tokens.js';
+
+export interface TrainingSample {
+  rollout_id: string;
+  group_id: string;
+  batch_id: string;
+  task_id: string;
+  task_version: string;
+  rollout_index: number;
+  input_ids: number[];
+  loss_mask: (0 | 1)[];
+  logprobs: (number | null)[];
+  reward: number | null;
+  advantage: number | null;
+  /** Policy version of every turn, in order. */
+  policy_versions: number[];
+  /** [start, end) of each turn's completion in input_ids; null for a turn left unmasked. */
+  completion_spans: ([number, number] | null)[];
+  outcome: { class: string; type: string };
+  token_integrity: TokenIntegrity & { unmasked_turns?: number[] };
+  staleness: number | null;
+  stale: boolean;
+}
+
+export interface SampleTokens {
+  input_ids: number[];
+  loss_mask: (0 | 1)[];
+  logprobs: (number | null)[];
+  completion_spans: ([number, number] | null)[];
+  unmasked_turns: number[];
+}
+
+/** The token arrays of one attempt's turns (each with ids). */
+export function assembleTokens(turns: readonly TurnTokens[]): SampleTokens {
+  const last = turns.at(-1);
+  if (!last) return { input_ids: [], loss_mask: [], logprobs: [], completion_spans: [], unmasked_turns: [] };
+  const input_ids = [...last.promptIds, ...last.completionIds];
+  const loss_mask: (0 | 1)[] = input_ids.map(() => 0);
+  const logprobs: (number | null)[] = input_ids.map(() => null);
+  const completion_spans: ([number, number] | null)[] = [];
+  const unmasked_turns: number[] = [];
+  turns.forEach((t, k) => {
+    const start = t.promptIds.length;
+    const end = start + t.completionIds.length;
+    const inPlace = end <= input_ids.length && t.completionIds.every((id, i) => input_ids[start + i] === id) && t.promptIds.every((id, i) => input_ids[i] === id);
+    if (!inPlace) {
+      completion_spans.push(null);
+      unmasked_turns.push(k);
+      return;
+    }
+    for (let i = 0; i < t.completionIds.length; i++) {
+      loss_mask[start + i] = 1;
+      logprobs[start + i] = t.completionLogprobs[i] ?? null;
+    }
+    completion_spans.push([start, end]);
+  });
+  return { input_ids, loss_mask, logprobs, completion_spans, unmasked_turns };
+}
+
+/** What a trainer would check before using a sample; empty when it is sound. */
+export function sampleProblems(s: Pick<TrainingSample, 'input_ids' | 'loss_mask' | 'logprobs' | 'completion_spans'>): string[] {
+  const problems: string[] = [];
+  const n = s.input_ids.length;
+  if (s.loss_mask.length !== n) problems.push(`loss_mask has ${s.loss_mask.length} entries for ${n} input_ids`);
+  if (s.logprobs.length !== n) problems.push(`logprobs has ${s.logprobs.length} entries for ${n} input_ids`);
+  s.input_ids.forEach((id, i) => {
+    if (!Number.isInteger(id) || id < 0) problems.push(`input_ids[${i}] = ${id} is not a token id`);
+    const masked = s.loss_mask[i] === 1;
+    const lp = s.logprobs[i];
+    if (masked !== (lp !== null && lp !== undefined)) problems.push(`position ${i}: loss_mask ${s.loss_mask[i]} but logprob ${lp}`);
+    if (typeof lp === 'number' && !(lp <= 0)) problems.push(`position ${i}: logprob ${lp} is not <= 0`);
+  });
+  const spans = s.completion_spans.filter((x): x is [number, number] => x !== null);
+  const covered = spans.reduce((sum, [a, b]) => sum + (b - a), 0);
+  if (covered !== s.loss_mask.filter((m) => m === 1).length) problems.push(`completion spans cover ${covered} tokens, the loss mask ${s.loss_mask.filter((m) => m === 1).length}`);
+  return problems;
+}

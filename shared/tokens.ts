@@ -1,0 +1,98 @@
+/**
+ * Exact tokens for training (DESIGN.md): what one policy call records about
+ * the token ids the server saw and generated, the exact-prefix check between
+ * turns, and the integrity summary a rollout carries. No dependencies but zod:
+ * workflows import the types.
+ */
+import { z } from 'zod';
+
+/**
+ * How the openai policy gets token ids.
+ * - `server`: chat completions; the server is asked for ids (`return_token_ids` for vLLM, logprobs
+ *   with token `id` for llama.cpp) and, when it does not send prompt ids, the prompt is rendered by
+ *   its `/apply-template` and tokenized by its `/tokenize` (llama.cpp), so they are the ids it saw.
+ * - `pipeline`: the pipeline renders and tokenizes the prompt itself and sends token ids to
+ *   `/v1/completions`: turn k+1's prompt is turn k's prompt + its completion + the new messages'
+ *   tokens, so the exact-prefix rule holds by construction. Tool calls are parsed from the text.
+ * - `off`: nothing asked (hosted APIs that refuse unknown request fields); turns have no ids.
+ */
+export const TokenModeSchema = z.enum(['server', 'pipeline', 'off']);
+export type TokenMode = z.infer<typeof TokenModeSchema>;
+
+export const TokenCaptureSchema = z
+  .object({
+    mode: TokenModeSchema.default('server'),
+    /**
+     * Root of the server's non-OpenAI endpoints (/tokenize, /detokenize, /apply-template), e.g.
+     * http://127.0.0.1:8080. Default: baseUrl without its trailing /v1.
+     */
+    serverUrl: z.url().optional(),
+    /** Top alternatives kept per generated token (0: only the chosen token's logprob). */
+    topLogprobs: z.number().int().min(0).max(20).default(0),
+  })
+  .strict();
+export type TokenCapture = z.output<typeof TokenCaptureSchema>;
+
+/** Where a turn's ids came from. */
+export type TokenSource =
+  /** The server returned prompt and completion ids (vLLM return_token_ids). */
+  | 'server'
+  /** Completion ids from the server's logprobs, prompt ids from its own template and tokenizer endpoints. */
+  | 'server-rendered'
+  /** The pipeline built the prompt ids (token-level mode). */
+  | 'pipeline';
+
+/** The token data of one policy call, as the trajectory store keeps it. */
+export interface TurnTokens {
+  source: TokenSource;
+  promptIds: number[];
+  completionIds: number[];
+  /** One per completion id. */
+  completionLogprobs: number[];
+  /** Per completion id, the top alternatives when asked for (topLogprobs > 0). */
+  topLogprobs?: { id: number; logprob: number }[][];
+}
+
+/** Why a turn has no token ids. */
+export interface MissingTokens {
+  reason: string;
+}
+
+/** The exact-prefix check of one turn against the previous turn of the same attempt. */
+export type PrefixCheck =
+  | { ok: true }
+  | {
+      ok: false;
+      /** First index in this turn's prompt ids where it differs from previous prompt + completion. */
+      position: number;
+      expected: number | null;
+      actual: number | null;
+      reason: string;
+    };
+
+/** A rollout's token integrity, over the attempt that produced its result. */
+export interface TokenIntegrity {
+  /** ok: every turn has ids and each prompt extends the previous turn; broken: a prefix break; missing: a turn without ids. */
+  status: 'ok' | 'broken' | 'missing';
+  attempt: number;
+  turns: number;
+  /** The first turn that broke the rule or lacked ids. */
+  turn?: number;
+  /** The token position in that turn's prompt where the break is. */
+  position?: number;
+  reason?: string;
+}
+
+/** Compares a prompt against the previous turn's prompt + completion: it must begin with them, id for id. */
+export function checkPrefix(previous: { promptIds: readonly number[]; completionIds: readonly number[] }, promptIds: readonly number[]): PrefixCheck {
+  const expected = [...previous.promptIds, ...previous.completionIds];
+  for (let i = 0; i < expected.length; i++) {
+    if (i >= promptIds.length) {
+      return { ok: false, position: i, expected: expected[i] ?? null, actual: null, reason: `the prompt (${promptIds.length} ids) is shorter than the previous prompt + completion (${expected.length} ids)` };
+    }
+    if (promptIds[i] !== expected[i]) {
+      return { ok: false, position: i, expected: expected[i] ?? null, actual: promptIds[i] ?? null, reason: `prompt id ${promptIds[i]} at position ${i} where the previous turn had ${expected[i]} (re-rendered differently)` };
+    }
+  }
+  return { ok: true };
+}
