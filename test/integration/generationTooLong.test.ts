@@ -128,6 +128,7 @@ describe('a generation that outlasts its timeout', { timeout: 900_000 }, () => {
       const short = new OpenAIPolicy(OpenAIPolicySchema.parse({ kind: 'openai', baseUrl: llama.baseUrl, model: TEST_MODEL_NAME, sampling: { seed: 3, temperature: 0, max_tokens: 8 }, requestTimeoutMs: 30_000 }));
       const quick = await short.next({ messages: [{ role: 'user', content: 'Say OK.' }], tools: [], task, rolloutIndex: 0, attempt: 0, turn: 1 }).catch((err: Error) => err);
       assert.ok(!(quick instanceof Error), `the server was still busy with the abandoned generation: ${quick instanceof Error ? quick.message : ''}`);
+      assert.equal(await llama.stop(), 'exit code 0', 'SIGTERM stops the launcher by itself, no SIGKILL needed');
     } finally {
       await llama.stop();
     }

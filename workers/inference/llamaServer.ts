@@ -59,10 +59,10 @@ export interface RunningLlamaServer {
   /** From spawn to /health answering 200. */
   readyMs: number;
   logFile: string;
-  /** SIGTERM, then SIGKILL after 10 s. */
-  stop(): Promise<void>;
+  /** SIGTERM, then SIGKILL after 10 s; resolves with how the process ended (`exit code 0` after a clean stop). */
+  stop(): Promise<string>;
   /** SIGKILL at once (a crash, for fault tests); resolves when the process is gone. */
-  kill(): Promise<void>;
+  kill(): Promise<string>;
 }
 
 export class LlamaServerStartError extends Error {
@@ -155,17 +155,19 @@ export async function startLlamaServer(options: LlamaServerOptions): Promise<Run
     stdout = stdout.slice(stdout.lastIndexOf('\n') + 1);
   });
 
-  const signalAndWait = async (signal: 'SIGTERM' | 'SIGKILL', graceMs: number): Promise<void> => {
-    if (exitDescription !== undefined) return;
-    child.kill(signal);
-    const gone = await Promise.race([exited.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), graceMs))]);
-    if (!gone) {
-      child.kill('SIGKILL');
-      await exited;
+  const signalAndWait = async (signal: 'SIGTERM' | 'SIGKILL', graceMs: number): Promise<string> => {
+    if (exitDescription === undefined) {
+      child.kill(signal);
+      const gone = await Promise.race([exited.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), graceMs))]);
+      if (!gone) {
+        child.kill('SIGKILL');
+        await exited;
+      }
     }
+    return exitDescription ?? 'unknown';
   };
-  const stop = (): Promise<void> => signalAndWait('SIGTERM', 10_000);
-  const kill = (): Promise<void> => signalAndWait('SIGKILL', 10_000);
+  const stop = (): Promise<string> => signalAndWait('SIGTERM', 10_000);
+  const kill = (): Promise<string> => signalAndWait('SIGKILL', 10_000);
 
   const deadline = Date.now() + (options.startTimeoutMs ?? 120_000);
   for (;;) {

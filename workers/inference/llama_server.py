@@ -18,6 +18,7 @@ The template used is written to --template-out and its sha256 is in the "listeni
 import argparse
 import hashlib
 import json
+import os
 import signal
 import struct
 import sys
@@ -157,7 +158,9 @@ def main():
     )
     sig = signal.sigwait([signal.SIGTERM, signal.SIGINT])
     print(json.dumps({"event": "stopping", "signal": signal.Signals(sig).name}), flush=True)
-    del server
+    # Exit at once: the server keeps no state worth flushing, and its destructor can wait forever on
+    # the HTTP thread blocked in accept() (seen here), which would leave the process up after SIGTERM.
+    os._exit(0)
 
 
 if __name__ == "__main__":
