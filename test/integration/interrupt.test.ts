@@ -18,6 +18,7 @@ import { dirname, join, resolve } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
+import type { GroupResult } from '../../shared/pipeline.js';
 import { countLeaks, FaultHost, leaksUnder } from '../faults/faultKit.js';
 import { eventually } from '../helpers/eventually.js';
 import { startScriptedOpenAIServer, type Script } from '../helpers/scriptedOpenAIServer.js';
@@ -144,8 +145,8 @@ describe('Ctrl-C on rollout run', { timeout: 600_000 }, () => {
       assert.match(run.stderr(), /its 1 unfinished groups go on at /);
       assert.match(run.stderr(), new RegExp(`watch it: +rollout status ${batchId} --address `));
       assert.match(run.stderr(), new RegExp(`cancel it: +rollout cancel --batch ${batchId} --address `));
-      const result = await client.workflow.getHandle(`rollout/${batchId}/write-greeting`).result();
-      assert.deepEqual((result as { rollouts: { reward: number }[] }).rollouts.map((r) => r.reward), [1, 1], 'the batch went on without the client');
+      const result = (await client.workflow.getHandle(`rollout/${batchId}/write-greeting`).result()) as GroupResult;
+      assert.deepEqual(result.rollouts.map((r) => r.reward), [1, 1], 'the batch went on without the client');
       const lines = readFileSync(join(host.dataDir, 'results', `${batchId}.jsonl`), 'utf8');
       assert.equal(lines.trim(), '', 'nothing had finished when it detached: an empty JSONL, no made-up lines');
     } finally {
