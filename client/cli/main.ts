@@ -18,6 +18,7 @@ import { statusCommand, statusUsage } from './statusCommand.js';
 import { taskCommand, taskUsage } from './taskCommand.js';
 import { workerCommand, workerUsage } from './workerCommand.js';
 import { UsageError } from './usageError.js';
+import { ServerUnreachableError } from '../outage/serverWait.js';
 
 const commands: Record<string, { run: (argv: string[]) => Promise<number>; usage: string }> = {
   run: { run: runCommand, usage: runUsage },
@@ -55,7 +56,7 @@ function isArgParseError(err: unknown): err is Error & { code: string } {
 try {
   process.exitCode = await main(process.argv.slice(2));
 } catch (err) {
-  if (err instanceof UsageError || err instanceof TemporalBinaryError || err instanceof StoreSettingError || err instanceof ProviderSettingError || err instanceof TemporalSettingError || isArgParseError(err)) {
+  if (err instanceof UsageError || err instanceof TemporalBinaryError || err instanceof StoreSettingError || err instanceof ProviderSettingError || err instanceof TemporalSettingError || err instanceof ServerUnreachableError || isArgParseError(err)) {
     process.stderr.write(`rollout: ${err.message}\n`);
     process.exitCode = 2;
   } else {

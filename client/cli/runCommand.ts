@@ -12,13 +12,15 @@ import { freePort, startDevServer, type RunningDevServer } from '../../workers/t
 import { startLocalPipeline, type LocalPipeline } from '../../workers/startLocalPipeline.js';
 import { BatchInputError, resolveBatch, submitResolvedBatch, type SubmitBatchOptions } from '../submitBatch.js';
 import { summaryTable } from '../report/summaryTable.js';
-import { openTemporalClient, temporalSettings, type TemporalSettings } from '../../workers/temporalConnection.js';
+import type { openTemporalClient} from '../../workers/temporalConnection.js';
+import { temporalSettings, type TemporalSettings } from '../../workers/temporalConnection.js';
 import { dataDir as resolveDataDir, expandTaskDirs, parsePolicy, taskQueuesFor } from './cliSettings.js';
 import { UsageError } from './usageError.js';
 import { liveRun, removeMarker, writeMarker } from '../stopping/embeddedRunMarker.js';
 import { interruptedExitCode, untilAborted, watchInterrupts } from '../stopping/interrupt.js';
 import { cancelLeftoverRun } from '../stopping/leftoverRun.js';
 import { stopAfterInterrupt } from '../stopping/stopBatch.js';
+import { openClientThroughOutage } from '../outage/openClient.js';
 
 export const runUsage = `rollout run --tasks DIR... [--group-size N] [--policy P] [--batch-id ID] [options]
   --tasks        task directories, or directories of tasks (repeatable)
@@ -130,7 +132,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       pipeline = await startLocalPipeline({ temporal, dataDir: data, stopWithin: { graceMs: 1_000, forceMs: 5_000 }, ...(taskQueues ? { taskQueues } : {}) });
       process.stderr.write(`embedded Temporal dev server at ${server.address}, Web UI ${server.uiUrl}\n`);
     }
-    temporalClient = await openTemporalClient(temporal);
+    temporalClient = await openClientThroughOutage(temporal);
     const { client } = temporalClient;
     if (values.embedded) {
       const leftover = await cancelLeftoverRun(client, data, { waitMs: 30_000, except: batchId });

@@ -3,7 +3,8 @@ import { parseArgs } from 'node:util';
 import { groupProgressQuery } from '../../workflows/definitions.js';
 import { listBatchGroups } from '../batchGroups.js';
 import { summaryTable } from '../report/summaryTable.js';
-import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
+import { temporalSettings } from '../../workers/temporalConnection.js';
+import { openClientThroughOutage } from '../outage/openClient.js';
 import { UsageError } from './usageError.js';
 
 export const statusUsage = `rollout status <batch-id> [--address HOST:PORT]
@@ -14,10 +15,9 @@ export async function statusCommand(argv: string[]): Promise<number> {
   const [batchId] = positionals;
   if (!batchId || positionals.length > 1) throw new UsageError(`name one batch id\n${statusUsage}`);
   if (!/^[A-Za-z0-9._-]+$/.test(batchId)) throw new UsageError(`batch id ${JSON.stringify(batchId)} has characters batch ids never have`);
-  const { client: temporal, connection } = await openTemporalClient(temporalSettings(values.address));
+  const { client, connection, wait } = await openClientThroughOutage(temporalSettings(values.address));
   try {
-    const client = temporal;
-    const { finished, unfinished } = await listBatchGroups(client, batchId);
+    const { finished, unfinished } = await wait.retry(`the groups of batch ${batchId}`, () => listBatchGroups(client, batchId));
     const groups = finished.length + unfinished.length;
     const running: string[] = [];
     for (const wf of unfinished) {
