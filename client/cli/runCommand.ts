@@ -12,8 +12,7 @@ import { freePort, startDevServer, type RunningDevServer } from '../../workers/t
 import { startLocalPipeline, type LocalPipeline } from '../../workers/startLocalPipeline.js';
 import { BatchInputError, resolveBatch, submitResolvedBatch, type SubmitBatchOptions } from '../submitBatch.js';
 import { summaryTable } from '../report/summaryTable.js';
-import type { openTemporalClient} from '../../workers/temporalConnection.js';
-import { temporalSettings, type TemporalSettings } from '../../workers/temporalConnection.js';
+import { temporalSettings, type openTemporalClient, type TemporalSettings } from '../../workers/temporalConnection.js';
 import { dataDir as resolveDataDir, expandTaskDirs, parsePolicy, taskQueuesFor } from './cliSettings.js';
 import { UsageError } from './usageError.js';
 import { liveRun, removeMarker, writeMarker } from '../stopping/embeddedRunMarker.js';
