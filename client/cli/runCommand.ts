@@ -131,7 +131,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       pipeline = await startLocalPipeline({ temporal, dataDir: data, stopWithin: { graceMs: 1_000, forceMs: 5_000 }, ...(taskQueues ? { taskQueues } : {}) });
       process.stderr.write(`embedded Temporal dev server at ${server.address}, Web UI ${server.uiUrl}\n`);
     }
-    temporalClient = await openClientThroughOutage(temporal);
+    temporalClient = await openClientThroughOutage(temporal, { signal: interrupts.signal });
     const { client } = temporalClient;
     if (values.embedded) {
       const leftover = await cancelLeftoverRun(client, data, { waitMs: 30_000, except: batchId });

@@ -17,7 +17,7 @@ export async function statusCommand(argv: string[]): Promise<number> {
   if (!/^[A-Za-z0-9._-]+$/.test(batchId)) throw new UsageError(`batch id ${JSON.stringify(batchId)} has characters batch ids never have`);
   const { client, connection, wait } = await openClientThroughOutage(temporalSettings(values.address));
   try {
-    const { finished, unfinished } = await wait.retry(`the groups of batch ${batchId}`, () => listBatchGroups(client, batchId));
+    const { finished, unfinished } = await wait.retry(`the groups of batch ${batchId}`, () => listBatchGroups(client, batchId), { maxWaitMs: 5 * 60_000 });
     const groups = finished.length + unfinished.length;
     const running: string[] = [];
     for (const wf of unfinished) {

@@ -12,7 +12,7 @@ import { isTransientServerError, reasonOf } from './transientErrors.js';
 
 export interface ServerWait {
   /** Runs `call` until it returns or fails with a non-transient error; `what` names what is waited for. */
-  retry<T>(what: string, call: () => Promise<T>, options?: { maxWaitMs?: number }): Promise<T>;
+  retry<T>(what: string, call: () => Promise<T>, options?: { maxWaitMs?: number; signal?: AbortSignal }): Promise<T>;
   /** Pings the server every few seconds until stopped, reporting an outage and its end. */
   watch(what: string, connection: Connection): () => void;
 }
@@ -52,7 +52,16 @@ export function serverWait(address: string, write: (line: string) => void = (lin
             throw new ServerUnreachableError(`the Temporal server at ${address} did not answer for ${Math.round((options.maxWaitMs ?? 0) / 1000)} s (${reasonOf(err)}). Fix: start it, or point --address / TEMPORAL_ADDRESS at the running one`);
           }
           isDown(what, reasonOf(err));
-          await new Promise((r) => setTimeout(r, Math.min(15_000, 500 * 2 ** Math.min(attempt, 5))));
+          await new Promise<void>((r) => {
+            const timer = setTimeout(done, Math.min(15_000, 500 * 2 ** Math.min(attempt, 5)));
+            function done(): void {
+              clearTimeout(timer);
+              options.signal?.removeEventListener('abort', done);
+              r();
+            }
+            options.signal?.addEventListener('abort', done, { once: true });
+          });
+          if (options.signal?.aborted) throw new ServerUnreachableError(`stopped (${String(options.signal.reason)}) while waiting for the Temporal server at ${address} (for ${what})`);
         }
       }
     },

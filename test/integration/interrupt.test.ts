@@ -74,7 +74,7 @@ function cgroupsOf(ids: string[]): string[] {
 }
 
 describe('Ctrl-C on rollout run', { timeout: 600_000 }, () => {
-  test('embedded: one Ctrl-C cancels the running groups, tears every sandbox down, stops workers and server, says how to run it again', async () => {
+  test('embedded: one Ctrl-C cancels the running groups, tears every sandbox down, stops workers and server, says how to run it again', async (t) => {
     const llm = await startScriptedOpenAIServer(slow(300));
     const data = join(scratch, 'once', 'data');
     const sandboxRoot = join(scratch, 'once', 'sandboxes');
@@ -82,8 +82,10 @@ describe('Ctrl-C on rollout run', { timeout: 600_000 }, () => {
       const run = rollout(['run', '--embedded', '--tasks', tasks[0] as string, '--tasks', tasks[1] as string, '--group-size', '2', '--batch-id', 'int-once', '--policy', 'openai', '--base-url', llm.baseUrl, '--model', 'm', '--data-dir', data], { ROLLOUT_SANDBOX_ROOT: sandboxRoot });
       await sandboxesInToolCall(sandboxRoot, 4, llm);
       const ids = new LocalSandboxProvider({ stateRoot: sandboxRoot }).registry.ids();
+      const interruptedAt = Date.now();
       ctrlC(run);
       const code = await run.exited;
+      t.diagnostic(`Ctrl-C to exit: ${Date.now() - interruptedAt} ms (4 rollouts in a tool call); stderr:\n${run.stderr()}`);
       assert.equal(code, 130, run.stderr());
       const err = run.stderr();
       assert.match(err, /interrupted \(SIGINT\): cancelling 2 unfinished groups of batch int-once/);
@@ -101,7 +103,7 @@ describe('Ctrl-C on rollout run', { timeout: 600_000 }, () => {
     }
   });
 
-  test('embedded: a second Ctrl-C exits at once; the next start cancels the interrupted groups and reaps their sandboxes', async () => {
+  test('embedded: a second Ctrl-C exits at once; the next start cancels the interrupted groups and reaps their sandboxes', async (t) => {
     const llm = await startScriptedOpenAIServer(slow(300));
     const data = join(scratch, 'twice', 'data');
     const sandboxRoot = join(scratch, 'twice', 'sandboxes');
@@ -111,8 +113,10 @@ describe('Ctrl-C on rollout run', { timeout: 600_000 }, () => {
       await sandboxesInToolCall(sandboxRoot, 2, llm);
       ctrlC(run);
       await eventually(async () => run.stderr(), (e) => /cancelling 1 unfinished groups/.test(e), 'the first Ctrl-C acknowledged');
+      const secondAt = Date.now();
       ctrlC(run);
       const code = await run.exited;
+      t.diagnostic(`second Ctrl-C to exit: ${Date.now() - secondAt} ms`);
       assert.equal(code, 130, run.stderr());
       assert.match(run.stderr(), /SIGINT again: exiting now; the next start reaps what is left/);
       assert.equal(existsSync(join(data, 'embedded-run.json')), true, 'the cut-short run left its marker');
@@ -120,6 +124,7 @@ describe('Ctrl-C on rollout run', { timeout: 600_000 }, () => {
       llm.setDelayMs(0);
       const next = rollout(['run', '--embedded', '--tasks', tasks[1] as string, '--group-size', '1', '--batch-id', 'int-next', '--policy', 'scripted:oracle', '--min-valid', '1', '--data-dir', data], env);
       const nextCode = await next.exited;
+      t.diagnostic(`next start's stderr:\n${next.stderr()}`);
       assert.equal(nextCode, 0, next.stderr());
       assert.match(next.stderr(), /batch int-twice was interrupted .*: cancelled its 1 open groups; their sandboxes were torn down/);
       await noTrace(sandboxRoot, 'after the next start');

@@ -55,7 +55,7 @@ function run(file: string, args: string[], env: Record<string, string> = {}): Pr
 
 const rollout = (args: string[]): Proc => run(process.execPath, [join(root, 'client/bin/rollout.js'), ...args]);
 
-test('rollout run, rollout status and the Python example wait through a stalled and a restarted Temporal server; every result arrives', { timeout: 900_000 }, async () => {
+test('rollout run, rollout status and the Python example wait through a stalled and a restarted Temporal server; every result arrives', { timeout: 900_000 }, async (t) => {
   const port = await freePort();
   const address = `127.0.0.1:${port}`;
   const dbFilename = join(scratch, 'temporal.sqlite');
@@ -88,6 +88,7 @@ test('rollout run, rollout status and the Python example wait through a stalled 
 
     const code = await client.exited;
     const stderr = client.stderr();
+    t.diagnostic(`rollout run's stderr:\n${stderr}`);
     assert.equal(code, 0, stderr);
     assert.doesNotMatch(stderr, /ServiceError|Failed to get Workflow execution history|at .*\.(ts|js):\d+/, 'no error, no stack trace');
     const waits = stderr.match(/waiting for the Temporal server at /g) ?? [];
