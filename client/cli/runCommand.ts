@@ -198,6 +198,7 @@ export async function runCommand(argv: string[]): Promise<number> {
     }
     return results.every((g) => g.status === 'complete') ? 0 : 1;
   } finally {
+    if (interrupts.signal.aborted && server) process.stderr.write('stopping the workers and the embedded dev server...\n');
     await temporalClient?.close();
     await pipeline?.stop();
     await server?.stop();

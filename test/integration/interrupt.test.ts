@@ -50,7 +50,8 @@ function rollout(args: string[], env: Record<string, string>): Run {
   let stdout = '';
   let stderr = '';
   child.stdout?.on('data', (d: Buffer) => (stdout += d.toString()));
-  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString()));
+  // Each stderr line with the time it arrived (ms since the epoch), for the timings the test reports.
+  child.stderr?.on('data', (d: Buffer) => (stderr += d.toString().replace(/^(?=.)/gm, () => `[${Date.now()}] `)));
   const exited = new Promise<number | null>((r) => child.on('close', (code, signal) => r(code ?? (signal ? 128 : null))));
   return { child, stdout: () => stdout, stderr: () => stderr, exited };
 }
@@ -85,7 +86,7 @@ describe('Ctrl-C on rollout run', { timeout: 600_000 }, () => {
       const interruptedAt = Date.now();
       ctrlC(run);
       const code = await run.exited;
-      t.diagnostic(`Ctrl-C to exit: ${Date.now() - interruptedAt} ms (4 rollouts in a tool call); stderr:\n${run.stderr()}`);
+      t.diagnostic(`Ctrl-C to exit: ${Date.now() - interruptedAt} ms (4 rollouts in a tool call); stderr, ms after the Ctrl-C:\n${run.stderr().replace(/\[(\d+)\]/g, (_, ms: string) => `[+${Number(ms) - interruptedAt}]`)}`);
       assert.equal(code, 130, run.stderr());
       const err = run.stderr();
       assert.match(err, /interrupted \(SIGINT\): cancelling 2 unfinished groups of batch int-once/);
