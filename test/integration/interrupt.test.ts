@@ -104,6 +104,30 @@ describe('Ctrl-C on rollout run', { timeout: 600_000 }, () => {
     }
   });
 
+  test('embedded: SIGTERM while the model is still answering stops within seconds and leaves no sandbox', async (t) => {
+    // The model never answers the first turn: each rollout waits in a policy call that does not stop when cancelled.
+    const llm = await startScriptedOpenAIServer(slow(1));
+    llm.misbehaveNext('hang');
+    llm.misbehaveNext('hang');
+    const data = join(scratch, 'sigterm', 'data');
+    const sandboxRoot = join(scratch, 'sigterm', 'sandboxes');
+    try {
+      const run = rollout(['run', '--embedded', '--tasks', tasks[0] as string, '--group-size', '2', '--batch-id', 'int-term', '--policy', 'openai', '--base-url', llm.baseUrl, '--model', 'm', '--data-dir', data], { ROLLOUT_SANDBOX_ROOT: sandboxRoot });
+      await sandboxesInToolCall(sandboxRoot, 2, llm);
+      const at = Date.now();
+      run.child.kill('SIGTERM');
+      const code = await run.exited;
+      t.diagnostic(`SIGTERM to exit: ${Date.now() - at} ms (2 rollouts waiting on the model)`);
+      assert.equal(code, 143, run.stderr());
+      assert.match(run.stderr(), /interrupted \(SIGTERM\): cancelling 1 unfinished groups of batch int-term/);
+      assert.match(run.stderr(), /every cancelled rollout tore its sandbox down\./);
+      await noTrace(sandboxRoot, 'after SIGTERM');
+      assert.deepEqual(processesMentioning(data), [], 'no dev server or worker process of this run left');
+    } finally {
+      await llm.close();
+    }
+  });
+
   test('embedded: a second Ctrl-C exits at once; the next start cancels the interrupted groups and reaps their sandboxes', async (t) => {
     const llm = await startScriptedOpenAIServer(slow(300));
     const data = join(scratch, 'twice', 'data');
