@@ -5,7 +5,7 @@
  * groups already started instead of duplicating work. Group results stream
  * back as each group finishes.
  */
-import { WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
+import { Connection, WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
 import { TypedSearchAttributes, WorkflowIdReusePolicy } from '@temporalio/common';
 import { loadTask } from '../activities/tasks/loadTask.js';
 import { groupWorkflowId } from '../shared/names.js';
@@ -13,6 +13,7 @@ import { GroupInputSchema, type GroupInput, type GroupResult, type ResolvedGroup
 import { ROLLOUT_BATCH, ROLLOUT_TASK_ID, ROLLOUT_TASK_VERSION } from '../shared/searchAttributes.js';
 import { ClassifiedError } from '../shared/failures.js';
 import type { rolloutGroup } from '../workflows/rolloutGroup.js';
+import { addressOf, serverWait, type ServerWait } from './outage/serverWait.js';
 
 export type SubmitBatchOptions = Omit<GroupInput, 'task'> & {
   /** Task directories (Harbor format). */
@@ -34,8 +35,17 @@ export interface SubmittedGroup {
 export interface SubmittedBatch {
   batchId: string;
   groups: SubmittedGroup[];
-  /** Group results in the order the groups finish. A group that fails (e.g. cancelled) rejects. */
+  /**
+   * Group results in the order the groups finish. A group that fails (e.g. cancelled) rejects. A
+   * Temporal server that is unreachable or hangs meanwhile is waited out (said once on stderr) and
+   * every wait re-attached: no finished group's result is lost.
+   */
   results(): AsyncGenerator<GroupResult>;
+}
+
+export interface SubmitOptions {
+  /** How outages of the Temporal server are waited out and reported (default: on stderr). */
+  serverWait?: ServerWait;
 }
 
 function policyLabel(input: ResolvedGroupInput): string {
@@ -80,19 +90,22 @@ export function resolveBatch(options: SubmitBatchOptions): ResolvedGroupInput[] 
   });
 }
 
-export async function submitBatch(client: Client, options: SubmitBatchOptions): Promise<SubmittedBatch> {
-  return submitResolvedBatch(client, resolveBatch(options));
+export async function submitBatch(client: Client, options: SubmitBatchOptions, submit: SubmitOptions = {}): Promise<SubmittedBatch> {
+  return submitResolvedBatch(client, resolveBatch(options), submit);
 }
 
 /** Starts (or attaches to) the groups of an already validated batch. */
-export async function submitResolvedBatch(client: Client, inputs: ResolvedGroupInput[]): Promise<SubmittedBatch> {
+export async function submitResolvedBatch(client: Client, inputs: ResolvedGroupInput[], submit: SubmitOptions = {}): Promise<SubmittedBatch> {
+  const wait = submit.serverWait ?? serverWait(addressOf(client));
+  const batchId = inputs[0]?.batchId ?? '';
   const groups: SubmittedGroup[] = [];
   for (const input of inputs) {
     const workflowId = groupWorkflowId(input.batchId, input.task.id);
     let started = true;
     let handle: WorkflowHandle<typeof rolloutGroup>;
     try {
-      handle = await client.workflow.start<typeof rolloutGroup>('rolloutGroup', {
+      // A start retried after its answer was lost finds the group started: attached below, not duplicated.
+      handle = await wait.retry(`starting the groups of batch ${input.batchId}`, () => client.workflow.start<typeof rolloutGroup>('rolloutGroup', {
         workflowId,
         taskQueue: input.taskQueues.main,
         args: [input],
@@ -104,7 +117,7 @@ export async function submitResolvedBatch(client: Client, inputs: ResolvedGroupI
           { key: ROLLOUT_TASK_ID, value: input.task.id },
           { key: ROLLOUT_TASK_VERSION, value: input.task.version },
         ]),
-      });
+      }));
     } catch (err) {
       if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
       started = false;
@@ -113,14 +126,20 @@ export async function submitResolvedBatch(client: Client, inputs: ResolvedGroupI
     groups.push({ taskId: input.task.id, workflowId, started, handle });
   }
   return {
-    batchId: inputs[0]?.batchId ?? '',
+    batchId,
     groups,
     async *results() {
-      const pending = new Map(groups.map((g) => [g.workflowId, g.handle.result().then((r) => ({ id: g.workflowId, r }))]));
-      while (pending.size > 0) {
-        const { id, r } = await Promise.race(pending.values());
-        pending.delete(id);
-        yield r;
+      const what = `the results of batch ${batchId}`;
+      const stopWatch = client.connection instanceof Connection ? wait.watch(what, client.connection) : () => undefined;
+      try {
+        const pending = new Map(groups.map((g) => [g.workflowId, wait.retry(what, () => g.handle.result()).then((r) => ({ id: g.workflowId, r }))]));
+        while (pending.size > 0) {
+          const { id, r } = await Promise.race(pending.values());
+          pending.delete(id);
+          yield r;
+        }
+      } finally {
+        stopWatch();
       }
     },
   };

@@ -156,6 +156,13 @@ export interface SandboxRecord {
   handle: SandboxHandle | null;
   /** Whether the sandbox's init process still runs. */
   alive: boolean;
+  /**
+   * Whether the worker process that holds the sandbox (provisioned it, or last took it over) still
+   * runs; undefined when the provider cannot tell (Kubernetes, records written before it was kept).
+   */
+  holderAlive?: boolean;
+  /** Whether that holder is the process asking. */
+  heldByThisProcess?: boolean;
 }
 
 /**

@@ -26,6 +26,12 @@ const ACTIVITY_ONLY_NOTICE = 'No workflows registered, not polling for workflow 
 export interface RuntimeSettings {
   /** host:port for Prometheus `/metrics`; no metrics endpoint when absent. */
   metricsAddress?: string;
+  /**
+   * Signals on which the Runtime shuts every worker down by itself (the SDK's default: SIGINT, SIGTERM,
+   * SIGQUIT, SIGUSR2). `[]` when the process handles its signals itself and must decide the order
+   * (cancel the batch's groups while the workers still run, then stop them).
+   */
+  shutdownSignals?: NodeJS.Signals[];
 }
 
 let installed: RuntimeSettings | undefined;
@@ -40,6 +46,7 @@ export function installRuntime(logger: Logger, settings: RuntimeSettings = {}): 
   const level = (process.env.TEMPORAL_LOG_LEVEL ?? 'WARN') as LogLevel;
   try {
     Runtime.install({
+      ...(settings.shutdownSignals ? { shutdownSignals: settings.shutdownSignals } : {}),
       logger: new DefaultLogger(level, (entry) => {
         const method = entry.message === ACTIVITY_ONLY_NOTICE ? 'debug' : entry.level === 'ERROR' ? 'error' : entry.level === 'WARN' ? 'warn' : entry.level === 'INFO' ? 'info' : 'debug';
         logger[method]({ ...entry.meta, sdk: true }, entry.message);

@@ -60,6 +60,10 @@ export interface PipelineWorkerOptions extends ActivityDeps {
   workflowTaskPollers?: number;
   /** Activity task pollers of each worker (default: the SDK's, min(10, that worker's slots)). */
   activityTaskPollers?: number;
+  /** Time in-flight tasks get after shutdown() before their activities are cancelled (ms; SDK default 0). */
+  shutdownGraceTime?: number;
+  /** Time after which shutdown stops waiting for activities that ignore cancellation (ms; SDK default: no limit). */
+  shutdownForceTime?: number;
   /** A prebuilt workflow bundle (tests build it once). */
   workflowBundle?: WorkflowBundleWithSourceMap;
   logger: Logger;
@@ -82,7 +86,13 @@ export async function bundlePipelineWorkflows(): Promise<WorkflowBundleWithSourc
 export async function createPipelineWorkers(options: PipelineWorkerOptions): Promise<PipelineWorkers> {
   const queues = options.taskQueues ?? TASK_QUEUES;
   const activities = withClassifiedFailures(createActivities(options));
-  const common = { connection: options.connection, namespace: options.namespace ?? 'default', identity: options.workerIdentity };
+  const common = {
+    connection: options.connection,
+    namespace: options.namespace ?? 'default',
+    identity: options.workerIdentity,
+    ...(options.shutdownGraceTime !== undefined ? { shutdownGraceTime: options.shutdownGraceTime } : {}),
+    ...(options.shutdownForceTime !== undefined ? { shutdownForceTime: options.shutdownForceTime } : {}),
+  };
   const activityPolls = (slots: number) => (options.activityTaskPollers ? { maxConcurrentActivityTaskPolls: Math.min(options.activityTaskPollers, slots) } : {});
   const workflowSlots = options.maxConcurrentWorkflowTasks ?? DEFAULT_SLOTS.workflowTasks;
   const provisionSlots = options.maxConcurrentProvisions ?? DEFAULT_SLOTS.provisions;

@@ -11,6 +11,7 @@ import { pipelineMetrics } from '../activities/pipelineMetrics.js';
 import { temporalOwnerStatus } from '../activities/reaper/temporalOwnerStatus.js';
 import { TASK_QUEUES } from '../shared/names.js';
 import { ensureJanitorSchedule } from './janitorSchedule.js';
+import { reapAtStart } from './reapAtStart.js';
 import { openTemporalClient, openWorkerConnection, type TemporalSettings } from './temporalConnection.js';
 import { openSandboxProvider } from '../activities/sandbox/openSandboxProvider.js';
 import { openTrajectoryStore } from '../activities/store/openTrajectoryStore.js';
@@ -33,6 +34,12 @@ export interface LocalPipelineOptions {
   store?: string;
   /** Where the workers' pino log lines go: this file (its folder made) instead of stdout. */
   logFile?: string;
+  /**
+   * How long stop() lets in-flight activities finish before cancelling them (graceMs), and before it
+   * gives up on them (forceMs: an activity that ignores cancellation no longer holds the process).
+   * Default: the SDK's (no grace, no limit).
+   */
+  stopWithin?: { graceMs: number; forceMs: number };
 }
 
 export interface LocalPipeline {
@@ -45,13 +52,16 @@ export interface LocalPipeline {
 
 export async function startLocalPipeline(options: LocalPipelineOptions): Promise<LocalPipeline> {
   const logger = createLogger('rollout-worker', options.logFile);
-  installRuntime(logger, options.metricsAddress ? { metricsAddress: options.metricsAddress } : {});
+  // The callers (rollout worker, rollout run --embedded) handle SIGINT/SIGTERM themselves and decide the order.
+  installRuntime(logger, { shutdownSignals: [], ...(options.metricsAddress ? { metricsAddress: options.metricsAddress } : {}) });
   const connection = await openWorkerConnection(options.temporal);
   const { client, close: closeClient } = await openTemporalClient(options.temporal);
   const sandboxes = openSandboxProvider();
   const provider = sandboxes.provider;
   const store = await openTrajectoryStore(options.store, options.dataDir);
   const host = options.hostId ?? sandboxes.host;
+  const ownerStatus = temporalOwnerStatus(client);
+  await reapAtStart(provider, ownerStatus, logger);
   const workers = await createPipelineWorkers({
     connection,
     provider,
@@ -61,11 +71,12 @@ export async function startLocalPipeline(options: LocalPipelineOptions): Promise
     // of a Deployment is pid 1 and shares the host id, so `${pid}@${host}` alone names none of them.
     workerIdentity: host === hostname() ? `${process.pid}@${host}` : `${process.pid}@${hostname()}/${host}`,
     logger,
-    ownerStatus: temporalOwnerStatus(client),
+    ownerStatus,
     namespace: options.temporal.namespace,
     metrics: pipelineMetrics(Runtime.instance().metricMeter),
     ...(options.taskQueues ? { taskQueues: options.taskQueues } : {}),
     ...(options.policyRatePerSecond ? { policyRatePerSecond: options.policyRatePerSecond } : {}),
+    ...(options.stopWithin ? { shutdownGraceTime: options.stopWithin.graceMs, shutdownForceTime: options.stopWithin.forceMs } : {}),
   });
   const done = workers.run();
   const janitor = await ensureJanitorSchedule(client, { host, mainQueue: options.taskQueues?.main ?? TASK_QUEUES.main });
@@ -77,7 +88,10 @@ export async function startLocalPipeline(options: LocalPipelineOptions): Promise
     done,
     async stop() {
       workers.shutdown();
-      await done;
+      await done.catch((err: unknown) => {
+        // GracefulShutdownPeriodExpiredError after stopWithin.forceMs: an activity ignored its cancellation.
+        logger.warn({ error: err instanceof Error ? err.message : String(err) }, 'workers stopped with activities still running');
+      });
       await connection.close();
       await closeClient();
       await store.close();

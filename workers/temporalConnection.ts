@@ -55,8 +55,8 @@ function options(s: TemporalSettings): ConnectionOptions & NativeConnectionOptio
 }
 
 /** A client for the CLI and the janitor schedule; close() releases its connection. */
-export async function openTemporalClient(settings: TemporalSettings): Promise<{ client: Client; connection: Connection; close: () => Promise<void> }> {
-  const connection = await Connection.connect(options(settings));
+export async function openTemporalClient(settings: TemporalSettings, connect: { timeoutMs?: number } = {}): Promise<{ client: Client; connection: Connection; close: () => Promise<void> }> {
+  const connection = await Connection.connect({ ...options(settings), ...(connect.timeoutMs ? { connectTimeout: connect.timeoutMs } : {}) });
   return { client: new Client({ connection, namespace: settings.namespace }), connection, close: () => connection.close() };
 }
 

@@ -30,6 +30,12 @@ export interface DevServerOptions {
   /** Where the server's own output goes; a file under the OS temp dir when absent. */
   logFile?: string;
   startTimeoutMs?: number;
+  /**
+   * Start the server in a process group of its own, so a terminal's Ctrl-C (sent to the whole
+   * foreground group) reaches only its owner, which can still cancel work through it before
+   * stopping it (rollout run --embedded).
+   */
+  ownProcessGroup?: boolean;
 }
 
 export interface RunningDevServer {
@@ -40,6 +46,8 @@ export interface RunningDevServer {
   logFile: string;
   binary: TemporalBinary;
   stop(): Promise<void>;
+  /** SIGKILLs the server at once (synchronous: for a process about to exit). */
+  kill(): void;
 }
 
 export class DevServerStartError extends Error {
@@ -120,7 +128,7 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<Ru
   if (options.dbFilename) args.push('--db-filename', options.dbFilename);
 
   const logFd = openSync(logFile, 'a');
-  const child = spawn(binary.path, args, { stdio: ['ignore', logFd, logFd] });
+  const child = spawn(binary.path, args, { stdio: ['ignore', logFd, logFd], detached: options.ownProcessGroup ?? false });
   closeSync(logFd);
 
   let exitDescription: string | undefined;
@@ -163,5 +171,8 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<Ru
     logFile,
     binary,
     stop,
+    kill: () => {
+      if (exitDescription === undefined) child.kill('SIGKILL');
+    },
   };
 }

@@ -8,13 +8,20 @@ import { cancelRolloutUpdate } from '../../workflows/definitions.js';
 import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
 import { parseCommandLine } from './commandLine.js';
 import { UsageError } from './usageError.js';
+import { cancelBatchCommand } from './cancelBatch.js';
 
 export const cancelUsage = `rollout cancel <rollout-workflow-id> --reason TEXT [--address HOST:PORT]
   Cancels one rollout (its sandbox is torn down; it ends as cancelled/operator, outside the
-  group baseline); the other rollouts of its group continue.`;
+  group baseline); the other rollouts of its group continue.
+rollout cancel --batch ID [--address HOST:PORT]
+  Cancels every running group of the batch; each rollout tears its sandbox down.`;
 
 export async function cancelCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseCommandLine(argv, { command: 'cancel', usage: cancelUsage, options: { reason: { type: 'string' }, address: { type: 'string' } }, allowPositionals: true });
+  const { values, positionals } = parseCommandLine(argv, { command: 'cancel', usage: cancelUsage, options: { reason: { type: 'string' }, address: { type: 'string' }, batch: { type: 'string' } }, allowPositionals: true });
+  if (values.batch !== undefined) {
+    if (positionals.length > 0) throw new UsageError(`name a rollout or --batch, not both\n${cancelUsage}`);
+    return cancelBatchCommand(values.batch, values.address);
+  }
   const [workflowId] = positionals;
   if (!workflowId || positionals.length > 1) throw new UsageError(`name one rollout workflow id (rollout/<batch>/<task>/<index>)\n${cancelUsage}`);
   if (!values.reason?.trim()) throw new UsageError(`--reason is required: it is kept in the rollout's attempt history\n${cancelUsage}`);

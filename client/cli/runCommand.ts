@@ -13,10 +13,15 @@ import { summaryTable } from '../report/summaryTable.js';
 import { submittedGroupStates } from '../console/batchStates.js';
 import { progressDisplay } from '../console/progressDisplay.js';
 import { watchProgress } from '../console/watchProgress.js';
-import { openTemporalClient, temporalSettings, type TemporalSettings } from '../../workers/temporalConnection.js';
+import { temporalSettings, type openTemporalClient, type TemporalSettings } from '../../workers/temporalConnection.js';
 import { dataDir as resolveDataDir, expandTaskDirs, parsePolicy, taskQueuesFor } from './cliSettings.js';
 import { parseCommandLine } from './commandLine.js';
 import { UsageError } from './usageError.js';
+import { liveRun, removeMarker, writeMarker } from '../stopping/embeddedRunMarker.js';
+import { interruptedExitCode, untilAborted, watchInterrupts } from '../stopping/interrupt.js';
+import { cancelLeftoverRun } from '../stopping/leftoverRun.js';
+import { stopAfterInterrupt } from '../stopping/stopBatch.js';
+import { openClientThroughOutage } from '../outage/openClient.js';
 
 export const runUsage = `rollout run --tasks DIR... [--group-size N] [--policy P] [--batch-id ID] [options]
   --tasks        task directories, or directories of tasks (repeatable)
@@ -125,18 +130,29 @@ export async function runCommand(argv: string[]): Promise<number> {
   let server: RunningDevServer | undefined;
   let pipeline: LocalPipeline | undefined;
   let temporalClient: Awaited<ReturnType<typeof openTemporalClient>> | undefined;
+  if (values.embedded) {
+    const other = liveRun(data);
+    if (other) throw new UsageError(`another rollout run --embedded (pid ${other.process.pid}, batch ${other.batchId}) uses ${data}; wait for it, stop it, or pass another --data-dir`);
+  }
+  // First Ctrl-C/SIGTERM: stop in order (stopAfterInterrupt below); second: kill the server and exit at once.
+  const interrupts = watchInterrupts({ onSecond: () => server?.kill() });
   try {
     let temporal: TemporalSettings = temporalSettings(values.address);
     if (values.embedded) {
       mkdirSync(data, { recursive: true });
-      server = await startDevServer({ port: await portOr(7233), uiPort: await portOr(8233), dbFilename: join(data, 'temporal.sqlite'), logFile: join(data, 'temporal-dev-server.log') });
+      server = await startDevServer({ port: await portOr(7233), uiPort: await portOr(8233), dbFilename: join(data, 'temporal.sqlite'), logFile: join(data, 'temporal-dev-server.log'), ownProcessGroup: true });
       temporal = { address: server.address, namespace: server.namespace, tls: undefined, apiKey: undefined };
       const logFile = values.verbose || process.env.LOG_LEVEL ? undefined : join(data, 'logs', `worker-${batchId}.log`);
-      pipeline = await startLocalPipeline({ temporal, dataDir: data, ...(taskQueues ? { taskQueues } : {}), ...(logFile ? { logFile } : {}) });
+      pipeline = await startLocalPipeline({ temporal, dataDir: data, ...(taskQueues ? { taskQueues } : {}), stopWithin: { graceMs: 1_000, forceMs: 5_000 }, ...(logFile ? { logFile } : {}) });
       process.stderr.write(`embedded Temporal dev server at ${server.address}, Web UI ${server.uiUrl}\n${logFile ? `worker logs: ${logFile} (--verbose or LOG_LEVEL=info shows them here)\n` : ''}`);
     }
-    temporalClient = await openTemporalClient(temporal);
+    temporalClient = await openClientThroughOutage(temporal, { signal: interrupts.signal });
     const { client } = temporalClient;
+    if (values.embedded) {
+      const leftover = await cancelLeftoverRun(client, data, { waitMs: 30_000, except: batchId });
+      if (leftover) process.stderr.write(`${leftover}\n`);
+      writeMarker(data, batchId);
+    }
     const batch = await submitResolvedBatch(client, inputs);
     const reused = batch.groups.filter((g) => !g.started).length;
     process.stderr.write(`batch ${batchId}: ${batch.groups.length} groups × ${groupSize} rollouts${reused ? ` (${reused} already submitted earlier: attached, not restarted)` : ''}\n`);
@@ -145,13 +161,17 @@ export async function runCommand(argv: string[]): Promise<number> {
     const received = new Map<string, GroupResult>();
     const progress = watchProgress(progressDisplay({ batchId, stream: process.stderr }), () => submittedGroupStates(batch.groups, groupSize, received), process.stderr.isTTY ? 500 : 2000);
     try {
-      for await (const group of batch.results()) {
+      for await (const group of untilAborted(batch.results(), interrupts.signal)) {
         results.push(group);
         received.set(group.workflowId, group);
       }
     } finally {
       await progress.stop();
     }
+    const stopped = interrupts.signal.aborted
+      ? await stopAfterInterrupt({ client, batchId, address: temporal.address, embedded: values.embedded, signal: String(interrupts.signal.reason), batch, inputs, finished: results, values })
+      : undefined;
+    results.push(...(stopped?.finished ?? []));
 
     const out = values.out ?? join(data, 'results', `${batchId}.jsonl`);
     mkdirSync(join(out, '..'), { recursive: true });
@@ -161,23 +181,28 @@ export async function runCommand(argv: string[]): Promise<number> {
     process.stdout.write(`${summaryTable(results)}\n`);
     process.stdout.write(`rollouts: ${out}\n`);
     if (pipeline) process.stdout.write(`trajectories: ${pipeline.store.locate(batchId)}\n`);
+    if (stopped) {
+      process.stderr.write(`${stopped.lines.join('\n')}\n`);
+      return interruptedExitCode(interrupts.signal);
+    }
     if (server?.uiUrl) {
       const query = encodeURIComponent(`RolloutBatch="${batchId}"`);
       process.stdout.write(`Temporal Web UI: ${server.uiUrl}/namespaces/default/workflows?query=${query}\n`);
       if (values.stay) {
         process.stdout.write('the server stays up for the Web UI; Ctrl-C stops it.\n');
-        await new Promise<void>((resolve) => {
-          process.once('SIGINT', resolve);
-          process.once('SIGTERM', resolve);
-        });
+        await new Promise<void>((resolve) => interrupts.signal.addEventListener('abort', () => resolve(), { once: true }));
       } else if (existsSync(join(data, 'temporal.sqlite'))) {
         process.stdout.write(`(the embedded server stops now; browse this batch later with: npx rollout server --db-filename ${join(data, 'temporal.sqlite')})\n`);
       }
     }
     return results.every((g) => g.status === 'complete') ? 0 : 1;
   } finally {
+    if (interrupts.signal.aborted && server) process.stderr.write('stopping the workers and the embedded dev server...\n');
     await temporalClient?.close();
     await pipeline?.stop();
     await server?.stop();
+    if (values.embedded) removeMarker(data);
+    if (interrupts.signal.aborted && server) process.stderr.write('stopped the workers and the embedded dev server.\n');
+    interrupts.dispose();
   }
 }

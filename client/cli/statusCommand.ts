@@ -3,7 +3,8 @@ import type { Client } from '@temporalio/client';
 import { groupProgressQuery } from '../../workflows/definitions.js';
 import { listBatchGroups } from '../batchGroups.js';
 import { summaryTable } from '../report/summaryTable.js';
-import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
+import { temporalSettings } from '../../workers/temporalConnection.js';
+import { openClientThroughOutage } from '../outage/openClient.js';
 import { batchGroupStates } from '../console/batchStates.js';
 import { progressDisplay } from '../console/progressDisplay.js';
 import { watchProgress } from '../console/watchProgress.js';
@@ -40,14 +41,13 @@ export async function statusCommand(argv: string[]): Promise<number> {
   const [batchId] = positionals;
   if (!batchId || positionals.length > 1) throw new UsageError(`name one batch id\n${statusUsage}`);
   if (!/^[A-Za-z0-9._-]+$/.test(batchId)) throw new UsageError(`batch id ${JSON.stringify(batchId)} has characters batch ids never have`);
-  const { client: temporal, connection } = await openTemporalClient(temporalSettings(values.address));
+  const { client, connection, wait } = await openClientThroughOutage(temporalSettings(values.address));
   try {
-    const client = temporal;
     if (values.watch && !(await watchBatch(client, batchId))) {
       process.stdout.write(`no groups of batch ${batchId} on ${temporalSettings(values.address).address}\n`);
       return 1;
     }
-    const { finished, unfinished } = await listBatchGroups(client, batchId);
+    const { finished, unfinished } = await wait.retry(`the groups of batch ${batchId}`, () => listBatchGroups(client, batchId), { maxWaitMs: 5 * 60_000 });
     const groups = finished.length + unfinished.length;
     const running: string[] = [];
     for (const wf of unfinished) {

@@ -43,6 +43,7 @@ import { BoundedOutput } from '../boundedOutput.js';
 import { cgroupOomKills, cgroupPids, createSandboxCgroup, killCgroupProcesses, removeCgroups, type CgroupPlacement } from './cgroups.js';
 import { checkHostCapabilities, DEFAULT_HOST_PROGRAMS, type HostPrograms } from './hostCapabilities.js';
 import { innermostPid, isSameProcess, namespaceOf, processesInNamespace, processStartTime } from './procfs.js';
+import { holderAlive, isThisProcess, thisProcess } from './holderProcess.js';
 import { SandboxRegistry, type StoredRecord } from './sandboxRegistry.js';
 import { createSandboxSpawner, LauncherExited, SPAWN_VIA, type SandboxSpawner, type SpawnVia } from './sandboxSpawner.js';
 
@@ -198,6 +199,8 @@ export class LocalSandboxProvider implements SandboxProvider {
   private readonly host = hostname();
   private readonly etcDir: string;
   private capabilitiesChecked = false;
+  /** Sandboxes whose record names this process as holder (checked once per sandbox, not on every exec). */
+  private readonly claimed = new Set<string>();
   private readonly spawner: SandboxSpawner;
 
   constructor(options: LocalSandboxProviderOptions = {}) {
@@ -262,11 +265,13 @@ export class LocalSandboxProvider implements SandboxProvider {
       launcherPid: null,
       cgroupDirs: [],
       handle: null,
+      holder: thisProcess(),
     };
     try {
       mkdirSync(join(stateDir, 'rw'), { recursive: true });
       mkdirSync(join(stateDir, 'merged'));
       this.registry.write(record);
+      this.claimed.add(id);
     } catch (err) {
       // The host's disk is full (or the state root unwritable): nothing of this sandbox may stay behind.
       rmSync(stateDir, { recursive: true, force: true });
@@ -443,6 +448,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     inner: string[],
     options: { env: Record<string, string>; stdin?: string | Uint8Array; maxOutputBytes: number; timeoutMs: number; signal?: AbortSignal; key?: string },
   ): Promise<{ exitCode: number; stdout: BoundedOutput; stderr: BoundedOutput; durationMs: number; timedOut: boolean }> {
+    this.claim(h.id);
     const keyFile = options.key === undefined ? undefined : join(h.stateDir, 'execs', options.key.replace(/[^A-Za-z0-9._-]/g, '_'));
     if (keyFile) await killSupersededExec(keyFile);
     options.signal?.throwIfAborted();
@@ -655,6 +661,19 @@ export class LocalSandboxProvider implements SandboxProvider {
     this.registry.write(record);
   }
 
+  /** Records this process as the sandbox's holder when another one (a worker that died) held it. */
+  private claim(id: string): void {
+    if (this.claimed.has(id)) return;
+    try {
+      const record = this.registry.read(id);
+      if (!record) return;
+      if (!record.holder || !isThisProcess(record.holder)) this.registry.write({ ...record, holder: thisProcess() });
+      this.claimed.add(id);
+    } catch {
+      // torn down meanwhile: the command that follows reports it
+    }
+  }
+
   /** One readdir of the registry: list() reads and validates every record and checks every init (about 0.1 ms each). */
   async count(): Promise<number> {
     return this.registry.ids().length;
@@ -675,6 +694,7 @@ export class LocalSandboxProvider implements SandboxProvider {
         leaseExpiresAt: record.leaseExpiresAt,
         handle: record.handle,
         alive: record.handle !== null && isSameProcess(record.handle.pid, record.handle.pidStartTime),
+        ...(record.holder ? { holderAlive: holderAlive(record.holder), heldByThisProcess: isThisProcess(record.holder) } : {}),
       });
     }
     return out;
@@ -684,6 +704,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     const id = typeof handleOrId === 'string' ? handleOrId : handleOrId.id;
     const report: TeardownReport = { sandboxId: id, existed: false, processesKilled: 0, directoriesRemoved: [], mountsRemoved: [], cgroupsRemoved: [] };
     if (!/^sbx-[a-z0-9-]+$/.test(id)) return report;
+    this.claimed.delete(id);
     const stateDir = this.registry.stateDir(id);
     const record = this.registry.read(id);
     const handle = record?.handle ?? (typeof handleOrId === 'string' ? null : LocalSandboxHandleSchema.safeParse(handleOrId).data ?? null);

@@ -8,6 +8,7 @@ import { mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 
 import { join } from 'node:path';
 import { z } from 'zod';
 import { LocalSandboxHandleSchema, SandboxOwnerSchema } from '../../../shared/sandbox.js';
+import { HolderSchema } from './holderProcess.js';
 
 export const StoredRecordSchema = z.object({
   id: z.string(),
@@ -21,6 +22,8 @@ export const StoredRecordSchema = z.object({
   launcherPid: z.number().int().nullable(),
   cgroupDirs: z.array(z.string()),
   handle: LocalSandboxHandleSchema.nullable(),
+  /** The worker process that provisioned the sandbox or last took it over; absent in records written before it was kept. */
+  holder: HolderSchema.optional(),
 });
 export type StoredRecord = z.infer<typeof StoredRecordSchema>;
 

@@ -175,4 +175,7 @@ if (process.send !== undefined && process.argv[1] === fileURLToPath(import.meta.
   process.on('message', (request: SpawnRequest | LaunchRequest) => ('launch' in request ? runLauncher(request, send) : runChild(request, send)));
   // The commands it started live on (they are the sandboxes' business); only the broker goes.
   process.on('disconnect', () => process.exit(0));
+  // A terminal's Ctrl-C reaches the whole foreground process group: the worker decides what stops
+  // (rollout run --embedded cancels its rollouts first), and the broker goes when the worker does.
+  process.on('SIGINT', () => undefined);
 }

@@ -1,0 +1,60 @@
+/**
+ * Ctrl-C and SIGTERM for a command that must stop cleanly: the first one
+ * aborts `signal` (the command then stops its work in order: for an embedded
+ * run, cancel the batch's groups, then stop the workers and the server); the
+ * second one runs `onSecond` (synchronous: kill what must not outlive the
+ * process) and exits at once. What is left then is reaped by the next start.
+ */
+export interface Interrupts {
+  /** Aborted on the first SIGINT or SIGTERM; its reason is the signal's name. */
+  readonly signal: AbortSignal;
+  /** Stops listening (the command is done). */
+  dispose(): void;
+}
+
+export function watchInterrupts(options: { onFirst?: (signal: NodeJS.Signals) => void; onSecond?: () => void } = {}): Interrupts {
+  const controller = new AbortController();
+  const handler = (signal: NodeJS.Signals): void => {
+    if (!controller.signal.aborted) {
+      controller.abort(signal);
+      options.onFirst?.(signal);
+      return;
+    }
+    process.stderr.write(`\n${signal} again: exiting now; the next start reaps what is left\n`);
+    try {
+      options.onSecond?.();
+    } finally {
+      process.exit(signal === 'SIGTERM' ? 143 : 130);
+    }
+  };
+  process.on('SIGINT', handler);
+  process.on('SIGTERM', handler);
+  return {
+    signal: controller.signal,
+    dispose: () => {
+      process.off('SIGINT', handler);
+      process.off('SIGTERM', handler);
+    },
+  };
+}
+
+/** Exit code of a command stopped by `signal` (128 + its number, as a shell reports it). */
+export function interruptedExitCode(signal: AbortSignal): number {
+  return signal.reason === 'SIGTERM' ? 143 : 130;
+}
+
+/** The items of `source` until `signal` aborts; the generator then returns (the source is left as it is). */
+export async function* untilAborted<T>(source: AsyncIterator<T>, signal: AbortSignal): AsyncGenerator<T> {
+  const aborted = new Promise<'aborted'>((resolve) => {
+    if (signal.aborted) resolve('aborted');
+    else signal.addEventListener('abort', () => resolve('aborted'), { once: true });
+  });
+  for (;;) {
+    const next = source.next();
+    // The source may reject later, after we stopped listening; that is not an error of ours.
+    next.catch(() => undefined);
+    const step = await Promise.race([next, aborted]);
+    if (step === 'aborted' || step.done) return;
+    yield step.value;
+  }
+}

@@ -1,0 +1,34 @@
+/**
+ * An embedded run that was cut short (second Ctrl-C, SIGKILL, crash) leaves
+ * its groups open in `<data-dir>/temporal.sqlite`; with the same data
+ * directory the next embedded start would resume them behind the user's
+ * back. Instead it cancels them (their rollouts tear their sandboxes down)
+ * and says so.
+ */
+import type { Client } from '@temporalio/client';
+import { readMarker } from './embeddedRunMarker.js';
+
+async function runningIds(client: Client, query: string): Promise<string[]> {
+  const ids: string[] = [];
+  for await (const wf of client.workflow.list({ query })) ids.push(wf.workflowId);
+  return ids;
+}
+
+/** Cancels what the marked run (a process that is gone: the caller checked) left open; returns a line to print, or undefined when nothing was left. */
+export async function cancelLeftoverRun(client: Client, dataDir: string, options: { waitMs: number; except?: string }): Promise<string | undefined> {
+  const marker = readMarker(dataDir);
+  // The same batch submitted again attaches to its open groups: they resume rather than being cancelled.
+  if (!marker || marker.batchId === options.except) return undefined;
+  const batch = `RolloutBatch="${marker.batchId}" AND ExecutionStatus="Running"`;
+  const groups = await runningIds(client, `${batch} AND WorkflowType="rolloutGroup"`);
+  if (groups.length === 0) return undefined;
+  await Promise.all(groups.map((id) => client.workflow.getHandle(id).cancel().catch(() => undefined)));
+  const deadline = Date.now() + options.waitMs;
+  let open = await runningIds(client, `${batch} AND WorkflowType="rollout"`);
+  while (open.length > 0 && Date.now() < deadline) {
+    await new Promise((r) => setTimeout(r, 250));
+    open = await runningIds(client, `${batch} AND WorkflowType="rollout"`);
+  }
+  const still = open.length > 0 ? `; ${open.length} rollouts had not closed yet (the janitor reaps their sandboxes)` : '; their sandboxes were torn down';
+  return `batch ${marker.batchId} was interrupted (started ${marker.startedAt} by pid ${marker.process.pid}): cancelled its ${groups.length} open groups${still}`;
+}
