@@ -149,7 +149,9 @@ export async function runCommand(argv: string[]): Promise<number> {
     temporalClient = await openClientThroughOutage(temporal, { signal: interrupts.signal });
     const { client } = temporalClient;
     if (values.embedded) {
-      const leftover = await cancelLeftoverRun(client, data, { waitMs: 30_000, except: batchId });
+      // A run cut short died with its workers: each cancel first waits out its sticky queue (10 s per
+      // workflow level) before a new worker takes it, so allow that under load before going on.
+      const leftover = await cancelLeftoverRun(client, data, { waitMs: 90_000, except: batchId });
       if (leftover) process.stderr.write(`${leftover}\n`);
       writeMarker(data, batchId);
     }
