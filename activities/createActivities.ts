@@ -29,6 +29,7 @@ import { ScriptedPolicy } from './policies/scriptedPolicy.js';
 import type { RolloutRecord, TrajectoryStore } from './store/trajectoryStore.js';
 import { TaskCache } from './tasks/taskCache.js';
 import { sandboxSpecForTask } from './tasks/sandboxSpecForTask.js';
+import { taskEnvironment } from './environment/taskEnvironment.js';
 import { verifyCleanRoom, verifyInPlace } from './verifier/runVerifier.js';
 
 export interface ActivityDeps {
@@ -171,14 +172,19 @@ export function createActivities(deps: ActivityDeps) {
 
     provisionSandbox: async (input: ProvisionInput): Promise<ProvisionOutput> => {
       const task = loadSubmittedTask(tasks, input.group.task);
-      const spec = sandboxSpecForTask(
-        task,
-        { workflowId: input.workflowId, runId: input.runId, attempt: input.attempt },
-        { batch: input.group.batchId, rollout: String(input.index) },
-        deps.provider.name === 'kubernetes',
-      );
       const started = performance.now();
+      let identity = '';
       const { handle, enforcedLimits, abandoned } = await withHeartbeats(async (signal) => {
+        // A Dockerfile task on the local provider: its image, built on first use (one build per host, shared).
+        const environment = await taskEnvironment(task, deps.provider.name, (line) => activityLog(deps.logger, input).info(line));
+        identity = environment.identity;
+        const spec = sandboxSpecForTask(
+          task,
+          { workflowId: input.workflowId, runId: input.runId, attempt: input.attempt },
+          { batch: input.group.batchId, rollout: String(input.index) },
+          deps.provider.name === 'kubernetes',
+          environment.image,
+        );
         const made = await deps.provider.provision(spec);
         // The workflow gave up on this call (timed out or cancelled) while we provisioned: nobody will
         // use or tear down this sandbox, so remove it now instead of leaving it to the reaper.
@@ -206,12 +212,12 @@ export function createActivities(deps: ActivityDeps) {
         enforcedLimits,
         provisionMs,
         agentTimeoutSec,
-        workdir: task.workdir,
+        workdir: handle.workdir,
         experiment: {
           taskId: task.id,
           taskVersion: task.version,
           taskDir: task.dir,
-          environmentIdentity: `${deps.provider.name}:${task.environmentHash}`,
+          environmentIdentity: identity,
           toolInterfaceHash: TOOL_INTERFACE_HASH,
           resetRules: RESET_RULES,
           verifierHash: task.verifierHash,
@@ -278,11 +284,13 @@ export function createActivities(deps: ActivityDeps) {
     verifyAttempt: async (input: VerifyInput): Promise<VerifyOutput> => {
       const task = loadSubmittedTask(tasks, input.group.task);
       const started = performance.now();
-      const outcome = await withHeartbeats(() =>
-        input.group.verifyMode === 'clean-room'
-          ? verifyCleanRoom(deps.provider, input.handle, task, sandboxSpecForTask(task, { workflowId: `${input.trajectoryRef}/clean-room`, runId: '', attempt: input.attempt }, {}, deps.provider.name === 'kubernetes'))
-          : verifyInPlace(deps.provider, input.handle, task),
-      );
+      const outcome = await withHeartbeats(async () => {
+        const environment = await taskEnvironment(task, deps.provider.name);
+        const options = environment.verify;
+        return input.group.verifyMode === 'clean-room'
+          ? verifyCleanRoom(deps.provider, input.handle, task, sandboxSpecForTask(task, { workflowId: `${input.trajectoryRef}/clean-room`, runId: '', attempt: input.attempt }, {}, deps.provider.name === 'kubernetes', environment.image), options)
+          : verifyInPlace(deps.provider, input.handle, task, options);
+      });
       const verifyMs = performance.now() - started;
       await deps.store.put(input.trajectoryRef, `attempt-${String(input.attempt).padStart(2, '0')}/verify.json`, { ...outcome, verifyMs });
       activityLog(deps.logger, input).info({ reward: outcome.reward, mode: outcome.mode, verifyMs: Math.round(verifyMs) }, 'verified');

@@ -34,6 +34,16 @@ export const SandboxSpecSchema = z
     environmentDir: z.string().min(1),
     /** Container image for providers that run containers (Harbor's [environment].docker_image); the local provider ignores it. */
     image: z.string().min(1).optional(),
+    /**
+     * Local provider: host directory holding an image's root filesystem (built by activities/environment).
+     * It becomes the read-only lower layer of the whole sandbox root (writable through the overlay, as a
+     * container's), instead of the host's /usr with environmentDir at workdir.
+     */
+    rootfs: z.string().startsWith('/').optional(),
+    /** Environment every command in the sandbox starts with (an image's ENV); an exec's own env wins. */
+    env: z.record(z.string(), z.string()).default({}),
+    /** Host directories bound read-only into the sandbox (the verifier's offline tools). */
+    readOnlyMounts: z.array(z.object({ source: z.string().startsWith('/'), target: z.string().startsWith('/') }).strict()).default([]),
     /** Where the starting files appear inside the sandbox (Harbor: /app). */
     workdir: z.string().startsWith('/').default('/app'),
     limits: SandboxLimitsSchema.default({}),
@@ -72,6 +82,8 @@ export const LocalSandboxHandleSchema = z
     cgroupProcFiles: z.array(z.string()),
     /** Address-space rlimit every process gets where no memory cgroup is available. */
     memoryRlimitBytes: z.number().int().positive().nullable(),
+    /** The spec's env (an image's ENV), applied to every command. */
+    env: z.record(z.string(), z.string()).optional(),
   })
   .strict();
 export type LocalSandboxHandle = z.infer<typeof LocalSandboxHandleSchema>;

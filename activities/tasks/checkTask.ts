@@ -9,6 +9,7 @@ import type { SandboxProvider } from '../../shared/sandbox.js';
 import type { LoadedTask } from '../../shared/task.js';
 import { uploadDirectory } from '../sandbox/uploadDirectory.js';
 import { verifyInPlace } from '../verifier/runVerifier.js';
+import { taskEnvironment } from '../environment/taskEnvironment.js';
 import { sandboxSpecForTask } from './sandboxSpecForTask.js';
 
 export interface TaskCheckCase {
@@ -22,27 +23,31 @@ export interface TaskCheckCase {
 export interface TaskCheckReport {
   taskId: string;
   version: string;
+  /** What the task ran on (an image built here: its id, the FROM and its substitute, verifier additions). */
+  environmentIdentity: string;
   passed: boolean;
   cases: TaskCheckCase[];
 }
 
-export async function checkTask(task: LoadedTask, provider: SandboxProvider): Promise<TaskCheckReport> {
+export async function checkTask(task: LoadedTask, provider: SandboxProvider, log?: (line: string) => void): Promise<TaskCheckReport> {
+  // A Dockerfile task runs on its image, built here first (or found in the cache).
+  const environment = await taskEnvironment(task, provider.name, log);
   const cases: { name: string; expected: 0 | 1; script: string | undefined }[] = [{ name: 'untouched start', expected: 0, script: undefined }];
   for (const bad of task.knownBadScripts) cases.push({ name: `known-bad ${bad.slice(bad.lastIndexOf('/') + 1)}`, expected: 0, script: bad });
   if (task.solutionScript) cases.push({ name: 'reference solution', expected: 1, script: task.solutionScript });
 
   const results: TaskCheckCase[] = [];
   for (const [i, c] of cases.entries()) {
-    const spec = sandboxSpecForTask(task, { workflowId: `task-check/${task.id}`, runId: '', attempt: i }, { purpose: 'task-check' });
+    const spec = sandboxSpecForTask(task, { workflowId: `task-check/${task.id}`, runId: '', attempt: i }, { purpose: 'task-check' }, false, environment.image);
     const { handle } = await provider.provision(spec);
     try {
       if (c.script) {
         if (c.script === task.solutionScript) await uploadDirectory(provider, handle, join(task.dir, 'solution'), '/solution');
         else await provider.writeFile(handle, '/solution/solve.sh', readFileSync(c.script));
-        const run = await provider.exec(handle, 'bash /solution/solve.sh', { timeoutMs: task.agentTimeoutSec * 1000, env: task.config.solution.env, cwd: task.workdir });
+        const run = await provider.exec(handle, 'bash /solution/solve.sh', { timeoutMs: task.agentTimeoutSec * 1000, env: task.config.solution.env, cwd: handle.workdir });
         if (run.timedOut) throw new Error(`${c.script} ran past the agent timeout (${task.agentTimeoutSec} s)`);
       }
-      const outcome = await verifyInPlace(provider, handle, task);
+      const outcome = await verifyInPlace(provider, handle, task, environment.verify);
       results.push({ name: c.name, expected: c.expected, reward: outcome.reward, passed: outcome.reward === c.expected, error: undefined });
     } catch (err) {
       results.push({ name: c.name, expected: c.expected, reward: undefined, passed: false, error: err instanceof Error ? err.message : String(err) });
@@ -53,5 +58,5 @@ export async function checkTask(task: LoadedTask, provider: SandboxProvider): Pr
   const problems: TaskCheckCase[] = [];
   if (!task.solutionScript) problems.push({ name: 'reference solution', expected: 1, reward: undefined, passed: false, error: 'solution/solve.sh is missing: without it nothing shows the task can score 1' });
   const all = [...results, ...problems];
-  return { taskId: task.id, version: task.version, passed: all.every((c) => c.passed), cases: all };
+  return { taskId: task.id, version: task.version, environmentIdentity: environment.identity, passed: all.every((c) => c.passed), cases: all };
 }

@@ -8,6 +8,7 @@ import { TemporalBinaryError } from '../../workers/temporalBinary.js';
 import { TemporalSettingError } from '../../workers/temporalConnection.js';
 import { serverCommand, serverUsage } from './serverCommand.js';
 import { cancelCommand, cancelUsage } from './cancelCommand.js';
+import { envCommand, envUsage } from './envCommand.js';
 import { gcCommand, gcUsage } from './gcCommand.js';
 import { rerunCommand, rerunUsage } from './rerunCommand.js';
 import { replayCommand, replayUsage } from './replayCommand.js';
@@ -26,6 +27,7 @@ const commands: Record<string, { run: (argv: string[]) => Promise<number>; usage
   worker: { run: workerCommand, usage: workerUsage },
   task: { run: taskCommand, usage: taskUsage },
   gc: { run: gcCommand, usage: gcUsage },
+  env: { run: envCommand, usage: envUsage },
   cancel: { run: cancelCommand, usage: cancelUsage },
   replay: { run: replayCommand, usage: replayUsage },
   rerun: { run: rerunCommand, usage: rerunUsage },

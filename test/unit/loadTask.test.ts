@@ -109,5 +109,5 @@ test('a Dockerfile-only environment is refused by the local provider, plainly', 
   writeFileSync(join(dir, 'environment/Dockerfile'), 'FROM python:3.11-slim\n');
   const task = loadTask(dir);
   assert.equal(task.needsContainer, true);
-  assert.throws(() => sandboxSpecForTask(task, { workflowId: 'w', runId: 'r', attempt: 0 }), /cannot build container images\. Fix: run this task with a container provider/);
+  assert.throws(() => sandboxSpecForTask(task, { workflowId: 'w', runId: 'r', attempt: 0 }), /runs a Dockerfile task only on an image built here\. Fix: build it with `rollout env build`/);
 });

@@ -189,9 +189,10 @@ export class LocalSandboxProvider implements SandboxProvider {
     }
     const spec = parsed.data;
     this.ensureHost();
-    const lower = spec.environmentDir;
+    const lower = spec.rootfs ?? spec.environmentDir;
+    const field = spec.rootfs ? 'rootfs' : 'environmentDir';
     if (!lower.startsWith('/') || /[,:\n]/.test(lower)) {
-      throw new ClassifiedError('task', 'invalid_spec', `sandbox spec: environmentDir ${JSON.stringify(lower)} must be an absolute path without ',' ':' or newlines (overlayfs cannot take them)`);
+      throw new ClassifiedError('task', 'invalid_spec', `sandbox spec: ${field} ${JSON.stringify(lower)} must be an absolute path without ',' ':' or newlines (overlayfs cannot take them)`);
     }
     let isDir = false;
     try {
@@ -199,7 +200,10 @@ export class LocalSandboxProvider implements SandboxProvider {
     } catch {
       // reported below
     }
-    if (!isDir) throw new ClassifiedError('task', 'invalid_spec', `sandbox spec: environmentDir ${lower} is not a directory; create it (an empty one is fine) or fix the task's environment/ path`);
+    if (!isDir) {
+      const fix = spec.rootfs ? 'build the task image again (rollout env build)' : "create it (an empty one is fine) or fix the task's environment/ path";
+      throw new ClassifiedError('task', 'invalid_spec', `sandbox spec: ${field} ${lower} is not a directory; ${fix}`);
+    }
 
     const id = `sbx-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
     const stateDir = this.registry.stateDir(id);
@@ -248,7 +252,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       ...this.cgroupJoinPrefix(cgroup),
       ...rlimitPrefix,
       this.programs.unshare, '--mount', '--propagation', 'private', '--',
-      this.programs.sh, '-c', MOUNT_SCRIPT, 'rollout-sandbox-mount', stateDir, spec.environmentDir, `${diskMb}m`,
+      this.programs.sh, '-c', MOUNT_SCRIPT, 'rollout-sandbox-mount', stateDir, spec.rootfs ?? spec.environmentDir, `${diskMb}m`,
       this.programs.bwrap, ...bwrapArgs,
     ];
     const logFile = join(stateDir, 'launch.log');
@@ -299,6 +303,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       stateDir,
       cgroupProcFiles: cgroup?.procFiles ?? [],
       memoryRlimitBytes: enforcedLimits.memory === 'rlimit' && spec.limits.memoryMb !== undefined ? spec.limits.memoryMb * 1024 * 1024 : null,
+      ...(Object.keys(spec.env).length > 0 ? { env: spec.env } : {}),
     };
     record.handle = handle;
     this.registry.write(record);
@@ -318,6 +323,7 @@ export class LocalSandboxProvider implements SandboxProvider {
   private bwrapArgs(spec: ReturnType<typeof SandboxSpecSchema.parse>, stateDir: string, diskMb: number): string[] {
     const args = ['--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--hostname', 'sandbox'];
     if (spec.network === 'none') args.push('--unshare-net');
+    if (spec.rootfs) return [...args, ...this.imageRootArgs(spec, stateDir)];
     args.push('--ro-bind', '/usr', '/usr');
     for (const link of ['bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32']) {
       const target = `/${link}`;
@@ -346,6 +352,24 @@ export class LocalSandboxProvider implements SandboxProvider {
     args.push('--bind', join(stateDir, 'merged'), spec.workdir);
     args.push('--remount-ro', '/');
     args.push('--clearenv', '--setenv', 'PATH', SANDBOX_PATH, '--setenv', 'HOME', '/root');
+    args.push('--chdir', spec.workdir, '--cap-drop', 'ALL', '--info-fd', '3');
+    args.push('--', this.programs.sh, '-c', KEEPER_SCRIPT);
+    return args;
+  }
+
+  /**
+   * An image sandbox: the overlay (image root filesystem below, the size-limited tmpfs above) is the
+   * whole root, writable as a container's; /proc, /dev, our hosts/hostname and the Harbor mount points
+   * on top. Nothing of the host is visible but what readOnlyMounts names.
+   */
+  private imageRootArgs(spec: ReturnType<typeof SandboxSpecSchema.parse>, stateDir: string): string[] {
+    const args = ['--bind', join(stateDir, 'merged'), '/'];
+    for (const name of ['hosts', 'hostname']) args.push('--ro-bind', join(this.etcDir, name), `/etc/${name}`);
+    args.push('--proc', '/proc', '--dev', '/dev');
+    for (const path of PROC_READ_ONLY) args.push('--ro-bind-try', path, path);
+    for (const dir of ['/tmp', '/root', '/tests', '/solution', '/logs/agent', '/logs/verifier', spec.workdir]) args.push('--dir', dir);
+    for (const m of spec.readOnlyMounts) args.push('--ro-bind', m.source, m.target);
+    args.push('--clearenv', '--setenv', 'PATH', spec.env.PATH ?? SANDBOX_PATH, '--setenv', 'HOME', '/root');
     args.push('--chdir', spec.workdir, '--cap-drop', 'ALL', '--info-fd', '3');
     args.push('--', this.programs.sh, '-c', KEEPER_SCRIPT);
     return args;
@@ -407,6 +431,7 @@ export class LocalSandboxProvider implements SandboxProvider {
           USER: 'root',
           LANG: 'C.UTF-8',
           TERM: 'dumb',
+          ...h.env,
           ...options.env,
           ...(h.cgroupProcFiles.length > 0 ? { ROLLOUT_CGROUP_PROCS: h.cgroupProcFiles.join(' ') } : {}),
         },
