@@ -6,7 +6,7 @@
  * shares it and a changed recipe makes a new one.
  */
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { BaseRecipe } from './baseMap.js';
 import { withFileLock } from './fileLock.js';
@@ -18,6 +18,8 @@ export interface BaseImage {
   id: string;
   recipeHash: string;
   mirror: string;
+  /** The host's extra CA certificates added to the base (file names), so build steps reach HTTPS registries. */
+  hostCertificates: string[];
   buildMs: number;
 }
 
@@ -25,9 +27,29 @@ export function debianMirror(env: NodeJS.ProcessEnv = process.env): string {
   return env.ROLLOUT_DEBIAN_MIRROR ?? 'http://deb.debian.org/debian';
 }
 
-export function recipeHash(recipe: BaseRecipe, mirror: string): string {
+/**
+ * The host's own extra certificate authorities (Debian's /usr/local/share/ca-certificates, or
+ * ROLLOUT_IMAGE_CA_DIR): where egress passes through a TLS-inspecting proxy, HTTPS from a build
+ * step (pip from PyPI) fails without them. Copied into every base and recorded in its identity.
+ */
+export function hostCertificates(env: NodeJS.ProcessEnv = process.env): { dir: string; files: string[]; hash: string } {
+  const dir = env.ROLLOUT_IMAGE_CA_DIR ?? '/usr/local/share/ca-certificates';
+  const files = existsSync(dir) ? readdirSync(dir).filter((f) => f.endsWith('.crt')).sort() : [];
+  const hash = createHash('sha256');
+  for (const f of files) hash.update(`${f}\0`).update(readFileSync(join(dir, f))).update('\0');
+  return { dir, files, hash: hash.digest('hex') };
+}
+
+export function recipeHash(recipe: BaseRecipe, mirror: string, certificates = hostCertificates()): string {
   const { suite, packages, customize, env } = recipe;
-  return createHash('sha256').update(JSON.stringify({ suite, packages: [...packages].sort(), customize, env, mirror, variant: 'minbase' })).digest('hex');
+  return createHash('sha256').update(JSON.stringify({ suite, packages: [...packages].sort(), customize, env, mirror, variant: 'minbase', certificates: certificates.hash })).digest('hex');
+}
+
+function certificateHook(certificates: ReturnType<typeof hostCertificates>): string[] {
+  if (certificates.files.length === 0) return [];
+  const copies = certificates.files.map((f) => `cp ${JSON.stringify(join(certificates.dir, f))} "$1/usr/local/share/ca-certificates/"`).join(' && ');
+  // Bases without the ca-certificates package get the files only; installing the package later picks them up.
+  return [`mkdir -p "$1/usr/local/share/ca-certificates" && ${copies} && { [ ! -x "$1/usr/sbin/update-ca-certificates" ] || chroot "$1" update-ca-certificates; }`];
 }
 
 export async function imageExists(tools: ImageTools, ref: string): Promise<boolean> {
@@ -39,7 +61,8 @@ export async function imageId(tools: ImageTools, ref: string): Promise<string> {
 }
 
 export async function ensureBaseImage(tools: ImageTools, recipe: BaseRecipe, mirror: string, log: (line: string) => void = () => undefined): Promise<BaseImage> {
-  const hash = recipeHash(recipe, mirror);
+  const certificates = hostCertificates();
+  const hash = recipeHash(recipe, mirror, certificates);
   const dir = join(tools.cacheDir, 'bases');
   const recordFile = join(dir, `${hash}.json`);
   const tag = `localhost/rollout-base:${hash.slice(0, 20)}`;
@@ -60,7 +83,7 @@ export async function ensureBaseImage(tools: ImageTools, recipe: BaseRecipe, mir
     log(`making base ${tag}: ${recipe.substitute} (mmdebstrap ${recipe.suite} from ${mirror}; log ${logFile})`);
     const args = ['--variant=minbase', '--mode=root', '--format=tar'];
     if (recipe.packages.length > 0) args.push(`--include=${recipe.packages.join(',')}`);
-    for (const hook of recipe.customize) args.push(`--customize-hook=${hook}`);
+    for (const hook of [...recipe.customize, ...certificateHook(certificates)]) args.push(`--customize-hook=${hook}`);
     args.push(recipe.suite, tarball, mirror);
     try {
       await runToolOk(tools, 'mmdebstrap', args, { logFile, timeoutMs: 30 * 60_000 });
@@ -69,7 +92,7 @@ export async function ensureBaseImage(tools: ImageTools, recipe: BaseRecipe, mir
     } finally {
       rmSync(tarball, { force: true });
     }
-    const base: BaseImage = { tag, id: await imageId(tools, tag), recipeHash: hash, mirror, buildMs: Math.round(performance.now() - started) };
+    const base: BaseImage = { tag, id: await imageId(tools, tag), recipeHash: hash, mirror, hostCertificates: certificates.files, buildMs: Math.round(performance.now() - started) };
     writeFileSync(recordFile, `${JSON.stringify(base, null, 2)}\n`);
     log(`base ${tag} made in ${(base.buildMs / 1000).toFixed(1)} s`);
     return base;

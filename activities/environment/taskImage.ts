@@ -38,6 +38,8 @@ export interface SubstitutedBase {
   substitute: string;
   baseImage: string;
   baseImageId: string;
+  /** The host's CA certificates added to the base (so build steps reach HTTPS registries through this host's egress). */
+  hostCertificates: string[];
 }
 
 export interface TaskImage {
@@ -121,7 +123,7 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
   const bases: SubstitutedBase[] = [];
   for (const { from, recipe } of recipes) {
     const base = await ensureBaseImage(tools, recipe, mirror, log);
-    bases.push({ from: from.where, substitute: recipe.substitute, baseImage: base.tag, baseImageId: base.id });
+    bases.push({ from: from.where, substitute: recipe.substitute, baseImage: base.tag, baseImageId: base.id, hostCertificates: base.hostCertificates });
   }
   const rewritten = `${rewriteFroms(parsed, bases.map((b) => b.baseImage))}\n${verifierStep(needs.aptPackages, needPython, parsed.finalUser)}`;
   const contextHash = hashTree(task.environmentDir);
@@ -216,7 +218,7 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
 
 /** The environment identity of the experiment record for an image-based sandbox. */
 export function imageIdentity(image: TaskImage): string {
-  const bases = image.bases.map((b) => `${b.from} -> ${b.substitute} [${b.baseImageId.slice(0, 19)}]`).join('; ');
+  const bases = image.bases.map((b) => `${b.from} -> ${b.substitute}${b.hostCertificates.length ? ` + host CA ${b.hostCertificates.join(',')}` : ''} [${b.baseImageId.slice(0, 19)}]`).join('; ');
   const v = image.verifier;
   const added = [
     v.aptPackages.length ? `apt ${v.aptPackages.join(',')}` : '',

@@ -5,7 +5,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import type { SandboxProvider } from '../../shared/sandbox.js';
+import type { ExecResult, SandboxProvider } from '../../shared/sandbox.js';
 import type { LoadedTask } from '../../shared/task.js';
 import { uploadDirectory } from '../sandbox/uploadDirectory.js';
 import { verifyInPlace } from '../verifier/runVerifier.js';
@@ -18,6 +18,8 @@ export interface TaskCheckCase {
   reward: number | undefined;
   passed: boolean;
   error: string | undefined;
+  /** The last lines of the solution's and the verifier's output, to tell why a case went wrong. */
+  outputTail: string | undefined;
 }
 
 export interface TaskCheckReport {
@@ -40,23 +42,25 @@ export async function checkTask(task: LoadedTask, provider: SandboxProvider, log
   for (const [i, c] of cases.entries()) {
     const spec = sandboxSpecForTask(task, { workflowId: `task-check/${task.id}`, runId: '', attempt: i }, { purpose: 'task-check' }, false, environment.image);
     const { handle } = await provider.provision(spec);
+    let run: ExecResult | undefined;
     try {
       if (c.script) {
         if (c.script === task.solutionScript) await uploadDirectory(provider, handle, join(task.dir, 'solution'), '/solution');
         else await provider.writeFile(handle, '/solution/solve.sh', readFileSync(c.script));
-        const run = await provider.exec(handle, 'bash /solution/solve.sh', { timeoutMs: task.agentTimeoutSec * 1000, env: task.config.solution.env, cwd: handle.workdir });
+        run = await provider.exec(handle, 'bash /solution/solve.sh', { timeoutMs: task.agentTimeoutSec * 1000, env: task.config.solution.env, cwd: handle.workdir });
         if (run.timedOut) throw new Error(`${c.script} ran past the agent timeout (${task.agentTimeoutSec} s)`);
       }
       const outcome = await verifyInPlace(provider, handle, task, environment.verify);
-      results.push({ name: c.name, expected: c.expected, reward: outcome.reward, passed: outcome.reward === c.expected, error: undefined });
+      const tail = run ? `solution: ${`${run.stdout}\n${run.stderr}`.trim().split('\n').slice(-10).join('\n')}\nverifier: ${outcome.outputTail}` : `verifier: ${outcome.outputTail}`;
+      results.push({ name: c.name, expected: c.expected, reward: outcome.reward, passed: outcome.reward === c.expected, error: undefined, outputTail: tail });
     } catch (err) {
-      results.push({ name: c.name, expected: c.expected, reward: undefined, passed: false, error: err instanceof Error ? err.message : String(err) });
+      results.push({ name: c.name, expected: c.expected, reward: undefined, passed: false, error: err instanceof Error ? err.message : String(err), outputTail: undefined });
     } finally {
       await provider.teardown(handle);
     }
   }
   const problems: TaskCheckCase[] = [];
-  if (!task.solutionScript) problems.push({ name: 'reference solution', expected: 1, reward: undefined, passed: false, error: 'solution/solve.sh is missing: without it nothing shows the task can score 1' });
+  if (!task.solutionScript) problems.push({ name: 'reference solution', expected: 1, reward: undefined, passed: false, error: 'solution/solve.sh is missing: without it nothing shows the task can score 1', outputTail: undefined });
   const all = [...results, ...problems];
   return { taskId: task.id, version: task.version, environmentIdentity: environment.identity, passed: all.every((c) => c.passed), cases: all };
 }
