@@ -103,7 +103,8 @@ async function runTests(provider: SandboxProvider, handle: SandboxHandle, task: 
     cwd: handle.workdir,
     maxOutputBytes: 64 * 1024,
   });
-  const outputTail = `${run.stdout}\n${run.stderr}`.trim().split('\n').slice(-20).join('\n');
+  // stderr first: the test runner's summary (pytest's short test summary) is on stdout, and its end is what tells why.
+  const outputTail = `${run.stderr.trim().split('\n').slice(-8).join('\n')}\n${run.stdout.trim().split('\n').slice(-20).join('\n')}`.trim();
   if (run.timedOut) {
     throw new ClassifiedError('infra', 'verifier_timeout', `tests/test.sh of ${task.id} ran past its ${task.verifierTimeoutSec} s timeout ([verifier].timeout_sec); last output: ${outputTail.slice(-500)}`);
   }
