@@ -26,7 +26,7 @@ import { readVerifierNeeds } from './verifierNeeds.js';
 import { ensureWheelhouse } from './wheelhouse.js';
 
 /** Bump when the way images are made changes, so old cache entries are not taken for new ones. */
-const BUILDER_VERSION = 1;
+const BUILDER_VERSION = 2;
 const DEFAULT_BUILD_TIMEOUT_SEC = 600;
 /** Where the verifier's uv and wheels appear inside the sandbox (read-only). */
 export const VERIFIER_TOOLS_PATH = '/opt/rollout-verifier';
@@ -89,6 +89,7 @@ function envRecord(list: string[] | null | undefined): Record<string, string> {
   return out;
 }
 
+/** As test.sh would run it: apt-get install with Debian's defaults (Recommends too: gcc then brings libc6-dev). */
 function verifierStep(aptPackages: string[], needPython: string | undefined, user: string | undefined): string {
   if (aptPackages.length === 0 && !needPython) return '';
   const checks = aptPackages.map((p) => `dpkg-query -W -f='\${Status}' ${p} 2>/dev/null | grep -q 'ok installed' || missing="$missing ${p}"`);
@@ -96,7 +97,7 @@ function verifierStep(aptPackages: string[], needPython: string | undefined, use
   const script = [
     'set -e; missing=""',
     ...checks,
-    'if [ -n "$missing" ]; then had_lists=$(find /var/lib/apt/lists -maxdepth 1 -type f ! -name lock | wc -l); apt-get update; DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends $missing; if [ "$had_lists" = 0 ]; then rm -rf /var/lib/apt/lists/*; fi; fi',
+    'if [ -n "$missing" ]; then had_lists=$(find /var/lib/apt/lists -maxdepth 1 -type f ! -name lock | wc -l); apt-get update; DEBIAN_FRONTEND=noninteractive apt-get install -y $missing; if [ "$had_lists" = 0 ]; then rm -rf /var/lib/apt/lists/*; fi; fi',
   ].join('; ');
   return ['', '# Added by rollout-pipeline: what tests/test.sh installs at verify time, so it runs offline.', 'USER root', `RUN ${script}`, ...(user ? [`USER ${user}`] : []), ''].join('\n');
 }
