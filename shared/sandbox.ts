@@ -42,6 +42,12 @@ export const SandboxSpecSchema = z
     rootfs: z.string().startsWith('/').optional(),
     /** Environment every command in the sandbox starts with (an image's ENV); an exec's own env wins. */
     env: z.record(z.string(), z.string()).default({}),
+    /**
+     * Capabilities commands keep (the rest are dropped), from a small set that acts only on files the
+     * sandbox's own mount namespace shows: an image sandbox keeps the file ones Docker gives root
+     * (files COPY'd read-only are still root's to change). Default: none.
+     */
+    fileCapabilities: z.array(z.enum(['chown', 'dac_override', 'fowner', 'fsetid'])).default([]),
     /** Host directories bound read-only into the sandbox (the verifier's offline tools). */
     readOnlyMounts: z.array(z.object({ source: z.string().startsWith('/'), target: z.string().startsWith('/') }).strict()).default([]),
     /** Where the starting files appear inside the sandbox (Harbor: /app). */
@@ -84,6 +90,8 @@ export const LocalSandboxHandleSchema = z
     memoryRlimitBytes: z.number().int().positive().nullable(),
     /** The spec's env (an image's ENV), applied to every command. */
     env: z.record(z.string(), z.string()).optional(),
+    /** The spec's fileCapabilities, kept by every command. */
+    capabilities: z.array(z.string().regex(/^[a-z_]+$/)).optional(),
   })
   .strict();
 export type LocalSandboxHandle = z.infer<typeof LocalSandboxHandleSchema>;

@@ -40,6 +40,8 @@ export function sandboxSpecForTask(task: LoadedTask, owner: SandboxOwner, labels
       environmentDir: task.environmentDir,
       rootfs: image.rootfs,
       env: image.env,
+      // Root in a Docker container may change any file of its image (a COPY'd 0444 file, say); these act only inside the sandbox's own root.
+      fileCapabilities: ['chown', 'dac_override', 'fowner', 'fsetid'],
       // The verifier's offline tools (uv, wheels), read-only: the agent can read them but not change them.
       readOnlyMounts: [
         ...(image.verifier.uvDir ? [{ source: image.verifier.uvDir, target: `${VERIFIER_TOOLS_PATH}/bin` }] : []),

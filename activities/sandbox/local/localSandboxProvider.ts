@@ -304,6 +304,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       cgroupProcFiles: cgroup?.procFiles ?? [],
       memoryRlimitBytes: enforcedLimits.memory === 'rlimit' && spec.limits.memoryMb !== undefined ? spec.limits.memoryMb * 1024 * 1024 : null,
       ...(Object.keys(spec.env).length > 0 ? { env: spec.env } : {}),
+      ...(spec.fileCapabilities.length > 0 ? { capabilities: spec.fileCapabilities } : {}),
     };
     record.handle = handle;
     this.registry.write(record);
@@ -397,7 +398,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     return [
       ...(h.cgroupProcFiles.length > 0 ? [this.programs.sh, '-c', JOIN_CGROUP_SCRIPT, 'rollout-join-cgroup'] : []),
       this.programs.nsenter, '-t', String(h.pid), '-m', '-p', '-n', '-i', '-u', '-r', '-w', '--',
-      this.programs.setpriv, '--bounding-set=-all', '--inh-caps=-all', '--no-new-privs', '--',
+      this.programs.setpriv, `--bounding-set=-all${(h.capabilities ?? []).map((c) => `,+${c}`).join('')}`, '--inh-caps=-all', '--no-new-privs', '--',
       ...(h.memoryRlimitBytes !== null ? [this.programs.prlimit, `--as=${h.memoryRlimitBytes}`, '--'] : []),
       ...inner,
     ];
