@@ -98,6 +98,12 @@ export interface GcReport {
   after: DiskUse;
 }
 
+/** Removes one task image: podman's copy and the extracted root filesystem with its record. */
+export async function removeTaskImage(tools: ImageTools, image: TaskImage): Promise<void> {
+  await runTool(tools, 'podman', ['rmi', '--force', image.tag]);
+  rmSync(join(tools.cacheDir, 'tasks', image.key), { recursive: true, force: true });
+}
+
 export async function gcImages(tools: ImageTools, options: { unusedForMs: number; dryRun: boolean }): Promise<GcReport> {
   const before = await diskUse(tools);
   const removedImages: string[] = [];
@@ -109,9 +115,7 @@ export async function gcImages(tools: ImageTools, options: { unusedForMs: number
       continue;
     }
     removedImages.push(c.image.tag);
-    if (options.dryRun) continue;
-    await runTool(tools, 'podman', ['rmi', '--force', c.image.tag]);
-    rmSync(join(tools.cacheDir, 'tasks', c.image.key), { recursive: true, force: true });
+    if (!options.dryRun) await removeTaskImage(tools, c.image);
   }
   const stillUsed = new Set(cachedImages(tools).flatMap((c) => c.image.bases.map((b) => b.baseImage)));
   const removedBases: string[] = [];

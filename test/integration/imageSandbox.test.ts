@@ -15,6 +15,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { removeTaskImage } from '../../activities/environment/imageGc.js';
+import { imageTools } from '../../activities/environment/imageTools.js';
 import { ensureTaskImage, type TaskImage } from '../../activities/environment/taskImage.js';
 import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
 import { checkTask } from '../../activities/tasks/checkTask.js';
@@ -129,6 +131,9 @@ if (noTools) {
       const changed = await ensureTaskImage(loadTask(dir));
       assert.equal(changed.cacheHit, false, 'a changed build context is a new image');
       assert.notEqual(changed.image.key, a.image.key);
+      const tools = imageTools();
+      for (const made of [a.image, changed.image]) await removeTaskImage(tools, made);
+      assert.equal(existsSync(a.image.rootfs), false);
     });
 
     test('TB2 headless-terminal: its unmodified test.sh scores the untouched start 0 and the oracle 1, offline', { skip: existsSync(join(tb2, 'headless-terminal')) ? false : `${tb2} is absent (set ROLLOUT_REAL_TASKS to the real-tasks folder)` }, async () => {
