@@ -36,7 +36,8 @@ export interface BaseRecipe {
 }
 
 const PATH_WITH_LOCAL = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
-const PYTHON_PACKAGES = ['python3', 'python3-pip', 'python3-venv', 'python-is-python3', 'ca-certificates'];
+/** The official python image has its headers (Python.h) too: C extensions built in a task need them. */
+const PYTHON_PACKAGES = ['python3', 'python3-dev', 'python3-pip', 'python3-venv', 'python-is-python3', 'ca-certificates'];
 
 const UserRuleSchema = z.array(
   z
@@ -71,7 +72,7 @@ function builtIn(image: string, from: string): BaseRecipe | undefined {
       packages: PYTHON_PACKAGES,
       customize: ['rm -f "$1"/usr/lib/python3*/EXTERNALLY-MANAGED'],
       env: [PATH_WITH_LOCAL, 'LANG=C.UTF-8'],
-      substitute: `Debian ${suite} minbase with Debian's python3 ${version}, pip and venv${release}`,
+      substitute: `Debian ${suite} minbase with Debian's python3 ${version} (headers, pip, venv)${release}`,
     };
   }
   const debian = /^debian:(12|13|bookworm|trixie)(?:\.\d+)*(?:-slim)?$/.exec(image);
