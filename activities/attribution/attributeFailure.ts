@@ -20,6 +20,7 @@
 import { ClassifiedError, failureName } from '../../shared/failures.js';
 import type { SandboxHandle, SandboxProvider, SandboxSpec } from '../../shared/sandbox.js';
 import type { LoadedTask } from '../../shared/task.js';
+import type { VerifyOptions } from '../verifier/runVerifier.js';
 import type { ControlEvidence, VerifierControls } from './verifierControl.js';
 
 function describeControl(e: ControlEvidence): string {
@@ -28,7 +29,8 @@ function describeControl(e: ControlEvidence): string {
 }
 
 /** Attributes a verifier crash or timeout; any other error is returned unchanged. */
-export async function attributeVerifyFailure(err: unknown, task: LoadedTask, controls: VerifierControls, controlSpec: SandboxSpec): Promise<unknown> {
+/** `options`: what the verifier needs on this task's environment (an image's toolchain), for the control as for the attempt. */
+export async function attributeVerifyFailure(err: unknown, task: LoadedTask, controls: VerifierControls, controlSpec: SandboxSpec, options: VerifyOptions = {}): Promise<unknown> {
   if (!(err instanceof ClassifiedError) || err.failureClass !== 'infra') return err;
   const name = failureName(err);
   if (name !== 'infra/verifier_timeout' && name !== 'infra/verifier_crashed') return err;
@@ -36,7 +38,7 @@ export async function attributeVerifyFailure(err: unknown, task: LoadedTask, con
   const seen = `on the attempt's final state: ${infraType === 'verifier_timeout' ? 'the verifier timed out' : 'the verifier crashed'}`;
   let evidence: ControlEvidence;
   try {
-    evidence = await controls.evidence(task, controlSpec);
+    evidence = await controls.evidence(task, controlSpec, options);
   } catch (e) {
     const health = `host health: cannot provision a fresh sandbox for the control now: ${e instanceof Error ? e.message : String(e)}`;
     return new ClassifiedError('infra', infraType, err.message, { cause: err, evidence: [seen, health] });

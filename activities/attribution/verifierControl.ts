@@ -13,7 +13,7 @@
  */
 import type { SandboxProvider, SandboxSpec } from '../../shared/sandbox.js';
 import type { LoadedTask } from '../../shared/task.js';
-import { verifyInPlace } from '../verifier/runVerifier.js';
+import { verifyInPlace, type VerifyOptions } from '../verifier/runVerifier.js';
 
 export interface ControlResult {
   /** The verifier completed on the untouched start (wrote a reward within its timeout). */
@@ -53,13 +53,13 @@ export class VerifierControls {
    * Throws only when the host cannot provision or exec at all (that is
    * evidence too: the caller keeps the failure infra).
    */
-  async evidence(task: LoadedTask, spec: SandboxSpec): Promise<ControlEvidence> {
+  async evidence(task: LoadedTask, spec: SandboxSpec, options: VerifyOptions = {}): Promise<ControlEvidence> {
     const key = `${task.version}@${this.host}`;
     const cached = this.results.get(key);
     if (cached?.completed && Date.now() - cached.ranAt < this.ttlMs) return { control: cached, cached: true, probe: await this.probe(spec) };
     let run = this.running.get(key);
     if (!run) {
-      run = this.run(task, spec).finally(() => this.running.delete(key));
+      run = this.run(task, spec, options).finally(() => this.running.delete(key));
       this.running.set(key, run);
     }
     const control = await run;
@@ -68,12 +68,12 @@ export class VerifierControls {
     return { control, cached: false, probe: null };
   }
 
-  private async run(task: LoadedTask, spec: SandboxSpec): Promise<ControlResult> {
+  private async run(task: LoadedTask, spec: SandboxSpec, options: VerifyOptions): Promise<ControlResult> {
     const started = performance.now();
     const ranAt = Date.now();
     const { handle } = await this.provider.provision({ ...spec, labels: { ...spec.labels, purpose: 'verifier-control' } });
     try {
-      const outcome = await verifyInPlace(this.provider, handle, task);
+      const outcome = await verifyInPlace(this.provider, handle, task, options);
       return { completed: true, reward: outcome.reward, detail: `wrote reward ${outcome.reward} (test.sh exit ${outcome.exitCode})`, ranAt, durationMs: performance.now() - started };
     } catch (err) {
       return { completed: false, reward: null, detail: err instanceof Error ? err.message : String(err), ranAt, durationMs: performance.now() - started };

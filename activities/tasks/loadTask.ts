@@ -14,12 +14,14 @@ export function invalidTask(file: string, field: string | undefined, problem: st
 }
 
 const KNOWN_KEYS: Record<string, readonly string[] | null> = {
+  schema_version: null,
   version: null,
+  task: null,
   metadata: null,
-  verifier: ['timeout_sec', 'env'],
-  agent: ['timeout_sec', 'user'],
+  verifier: ['timeout_sec', 'env', 'user', 'network_mode', 'environment_mode'],
+  agent: ['timeout_sec', 'user', 'network_mode'],
   solution: ['env'],
-  environment: ['docker_image', 'build_timeout_sec', 'cpus', 'memory_mb', 'storage_mb', 'memory', 'storage', 'allow_internet', 'gpus', 'workdir'],
+  environment: ['docker_image', 'build_timeout_sec', 'os', 'cpus', 'memory_mb', 'storage_mb', 'memory', 'storage', 'allow_internet', 'network_mode', 'gpus', 'workdir'],
 };
 
 const FIXES: Record<string, string> = {
@@ -33,7 +35,50 @@ const FIXES: Record<string, string> = {
   allow_internet: 'use true or false',
   workdir: 'use an absolute path, e.g. workdir = "/app"',
   docker_image: 'name an image, e.g. docker_image = "python:3.11-slim"',
+  network_mode: 'use network_mode = "none" (the default) or "public"',
+  environment_mode: 'use environment_mode = "shared" (tests run in the agent\'s sandbox) or "separate" (a fresh one with the workspace copied in)',
+  user: 'give a user name, e.g. user = "root"',
+  os: 'use os = "linux"',
+  gpus: 'give a whole number, e.g. gpus = 0',
 };
+
+/**
+ * Settings this pipeline cannot honour. A task that needs them would run
+ * differently from what its author meant, so it is refused, never run anyway.
+ */
+function refuseUnhonourable(file: string, dir: string, config: TaskToml): void {
+  const env = config.environment;
+  if (env.gpus !== undefined && env.gpus > 0) {
+    throw invalidTask(file, '[environment].gpus', `${env.gpus} GPUs requested; sandboxes here have no GPUs`, 'run the task where GPUs are provided, or set gpus = 0 if it does not need one');
+  }
+  if (env.os !== undefined && env.os.toLowerCase() !== 'linux') {
+    throw invalidTask(file, '[environment].os', `os = "${env.os}"; sandboxes here are Linux`, 'use os = "linux" or run the task elsewhere');
+  }
+  for (const section of ['agent', 'verifier'] as const) {
+    const user = config[section].user;
+    if (user !== undefined && user !== 'root' && user !== '0') {
+      throw invalidTask(file, `[${section}].user`, `user = "${user}"; commands in sandboxes here run as root (without capabilities)`, 'drop the setting or set user = "root"');
+    }
+  }
+  for (const compose of ['docker-compose.yaml', 'docker-compose.yml', 'compose.yaml', 'compose.yml']) {
+    if (existsSync(join(dir, 'environment', compose))) {
+      throw invalidTask(join(dir, 'environment', compose), undefined, 'a compose file asks for sidecar services, which sandboxes here cannot run', 'fold what the task needs into environment/Dockerfile, or run the task under Harbor with Docker Compose');
+    }
+  }
+}
+
+/** Sentences for what is read but changes nothing (so nobody thinks it was applied). */
+function readNotes(config: TaskToml): string[] {
+  const notes: string[] = [];
+  const publicNet = config.agent.network_mode === 'public' || config.environment.network_mode === 'public' || config.environment.allow_internet;
+  if (config.verifier.network_mode === 'public' && !publicNet) {
+    notes.push('task.toml: [verifier].network_mode = "public" is not applied: the verifier shares the agent\'s sandbox (no network); what tests/test.sh downloads is provided offline');
+  }
+  if (config.verifier.environment_mode !== undefined) {
+    notes.push(`task.toml: [verifier].environment_mode = "${config.verifier.environment_mode}" is not applied: the batch's verifyMode (in-place or clean-room) decides where tests run`);
+  }
+  return notes;
+}
 
 function sizeToMb(size: string | undefined): number | undefined {
   if (size === undefined) return undefined;
@@ -95,7 +140,10 @@ export function loadTask(taskDir: string): LoadedTask {
   const instructionFile = requireFile(dir, 'instruction.md', 'write the task for the agent in instruction.md');
   const instruction = readFileSync(instructionFile, 'utf8');
   if (instruction.trim() === '') throw invalidTask(instructionFile, undefined, 'is empty', 'write the task for the agent in instruction.md');
-  const { warnings, ...config } = readToml(requireFile(dir, 'task.toml', 'add task.toml (at least: [agent] timeout_sec and [verifier] timeout_sec)'));
+  const tomlFile = requireFile(dir, 'task.toml', 'add task.toml (at least: [agent] timeout_sec and [verifier] timeout_sec)');
+  const { warnings: unknown, ...config } = readToml(tomlFile);
+  refuseUnhonourable(tomlFile, dir, config);
+  const warnings = [...unknown, ...readNotes(config)];
   requireFile(dir, 'tests/test.sh', 'add tests/test.sh; it must write a reward to /logs/verifier/reward.txt or reward.json');
   const testsDir = join(dir, 'tests');
 
@@ -128,8 +176,10 @@ export function loadTask(taskDir: string): LoadedTask {
     },
     agentTimeoutSec: config.agent.timeout_sec,
     verifierTimeoutSec: config.verifier.timeout_sec,
-    workdir: config.environment.workdir,
-    allowInternet: config.environment.allow_internet,
+    workdir: config.environment.workdir ?? '/app',
+    declaredWorkdir: config.environment.workdir,
+    allowInternet: config.environment.allow_internet || config.environment.network_mode === 'public' || config.agent.network_mode === 'public',
+    verifierEnvironmentMode: config.verifier.environment_mode,
     verifierHash: hashTree(testsDir),
     environmentHash: needsContainer && dockerImage ? hashText(`image:${dockerImage}`) : hashTree(environmentDir),
     environmentDir,

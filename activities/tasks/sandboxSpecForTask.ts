@@ -2,6 +2,7 @@
 import { ClassifiedError } from '../../shared/failures.js';
 import type { SandboxOwner, SandboxSpec } from '../../shared/sandbox.js';
 import type { LoadedTask } from '../../shared/task.js';
+import { VERIFIER_TOOLS_PATH, type TaskImage } from '../environment/taskImage.js';
 
 /** Harbor's default when a task declares no memory ([environment] memory_mb). */
 export const DEFAULT_TASK_MEMORY_MB = 2048;
@@ -18,22 +19,43 @@ export const SANDBOX_PIDS_LIMIT = 1024;
  * (local) the environment/ files are the starting files and a Dockerfile
  * cannot be built.
  */
-export function sandboxSpecForTask(task: LoadedTask, owner: SandboxOwner, labels: Record<string, string> = {}, runsContainers = false): SandboxSpec {
+export function sandboxSpecForTask(task: LoadedTask, owner: SandboxOwner, labels: Record<string, string> = {}, runsContainers = false, image?: TaskImage): SandboxSpec {
   if (runsContainers && !task.dockerImage) {
     throw new ClassifiedError('task', 'invalid_spec', `${task.dir}/task.toml: the Kubernetes sandbox provider runs the task's image: set [environment].docker_image (an image holding the starting files at ${task.workdir})`);
   }
-  if (!runsContainers && task.needsContainer) {
+  if (!runsContainers && task.needsContainer && !image) {
     throw new ClassifiedError(
       'task',
       'invalid_spec',
-      `${task.dir}/environment/Dockerfile: the local sandbox provider cannot build container images. ` +
-        'Fix: run this task with a container provider (kubernetes, with [environment].docker_image), or replace the Dockerfile with the starting files under environment/.',
+      `${task.dir}/environment/Dockerfile: the local sandbox provider runs a Dockerfile task only on an image built here. ` +
+        'Fix: build it with `rollout env build` (after scripts/ensure-image-tools.sh), run the task with the kubernetes provider and [environment].docker_image, or replace the Dockerfile with the starting files under environment/.',
     );
   }
   // Every sandbox has a memory and a pids ceiling, whatever the task declares: a memory hog or a fork bomb stops there.
   const limits: SandboxSpec['limits'] = { memoryMb: task.limits.memoryMb ?? DEFAULT_TASK_MEMORY_MB, pids: SANDBOX_PIDS_LIMIT };
   if (task.limits.cpus !== undefined) limits.cpus = task.limits.cpus;
   if (task.limits.diskMb !== undefined) limits.diskMb = task.limits.diskMb;
+  if (image && !runsContainers) {
+    return {
+      environmentDir: task.environmentDir,
+      rootfs: image.rootfs,
+      env: image.env,
+      // Root in a Docker container may change any file of its image (a COPY'd 0444 file, say); these act only inside the sandbox's own root.
+      fileCapabilities: ['chown', 'dac_override', 'fowner', 'fsetid'],
+      // The verifier's offline tools (uv, wheels), read-only: the agent can read them but not change them.
+      readOnlyMounts: [
+        ...(image.verifier.uvDir ? [{ source: image.verifier.uvDir, target: `${VERIFIER_TOOLS_PATH}/bin` }] : []),
+        { source: image.verifier.wheelDir, target: `${VERIFIER_TOOLS_PATH}/wheels` },
+        // The image as built, for the verifier's reset to put /root and /tmp back as they were.
+        { source: image.rootfs, target: `${VERIFIER_TOOLS_PATH}/image` },
+      ],
+      workdir: task.declaredWorkdir ?? image.workdir,
+      limits,
+      network: task.allowInternet ? 'host' : 'none',
+      owner,
+      labels: { task: task.id, ...labels },
+    };
+  }
   return {
     ...(task.dockerImage ? { image: task.dockerImage } : {}),
     environmentDir: task.environmentDir,

@@ -1,8 +1,8 @@
 /**
- * Reads the reward a task's tests/test.sh wrote: /logs/verifier/reward.txt (one
- * number) or reward.json (`{"reward": n, ...other metrics}` or a single
- * numeric value). A missing or malformed reward is a verifier crash (infra),
- * never a zero.
+ * Reads the reward a task's tests/test.sh wrote: /logs/verifier/reward.json (a
+ * dict of named rewards: `{"reward": n, ...other metrics}`, or one named value,
+ * or a bare number), which wins over reward.txt (one number), as in Harbor. A
+ * missing, empty or malformed reward is a verifier crash (infra), never a zero.
  */
 import { ClassifiedError } from '../../shared/failures.js';
 
@@ -36,6 +36,9 @@ export function parseRewardJson(text: string): Reward {
   for (const [key, value] of Object.entries(parsed)) if (typeof value === 'number' && Number.isFinite(value)) metrics[key] = value;
   const entries = Object.entries(metrics);
   const reward = metrics.reward ?? (entries.length === 1 ? entries[0]?.[1] : undefined);
-  if (reward === undefined) throw crashed(`reward.json has no numeric "reward" (keys: ${Object.keys(parsed).join(', ') || 'none'})`);
+  if (reward === undefined) {
+    const keys = Object.keys(parsed);
+    throw crashed(keys.length === 0 ? 'reward.json is an empty object: no reward' : `reward.json names ${keys.length} values (${keys.join(', ')}) and none is "reward": which one is the reward is ambiguous; write {"reward": n, ...}`);
+  }
   return { reward, metrics, source: 'reward.json' };
 }

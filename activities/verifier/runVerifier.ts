@@ -65,27 +65,46 @@ async function readOptional(provider: SandboxProvider, handle: SandboxHandle, pa
   }
 }
 
+/** Harbor's rule: reward.json (named rewards) wins over reward.txt; an empty or malformed one is a crash, never a zero. */
 async function readReward(provider: SandboxProvider, handle: SandboxHandle): Promise<Reward | undefined> {
-  const txt = await readOptional(provider, handle, '/logs/verifier/reward.txt', 4096);
-  if (txt !== undefined) return parseRewardTxt(txt);
   const json = await readOptional(provider, handle, '/logs/verifier/reward.json', 1024 * 1024);
   if (json !== undefined) return parseRewardJson(json);
+  const txt = await readOptional(provider, handle, '/logs/verifier/reward.txt', 4096);
+  if (txt !== undefined) return parseRewardTxt(txt);
   return undefined;
 }
 
-async function runTests(provider: SandboxProvider, handle: SandboxHandle, task: LoadedTask, mode: VerifyMode): Promise<VerifyOutcome> {
+/** What the verifier's commands get besides the task's [verifier].env: an image's offline toolchain (uv, wheels). */
+export interface VerifyOptions {
+  env?: Record<string, string>;
+  /**
+   * Where the sandbox sees its image's root filesystem read-only, for an image sandbox: /root and /tmp
+   * are then put back as the image had them (a shell's rc files, a tool's config) instead of left empty.
+   */
+  imageRoot?: string;
+}
+
+/** RESET_FOR_TESTS, then the image's own /root and /tmp back where an image sandbox has them. */
+export function resetForTests(imageRoot: string | undefined): string {
+  if (!imageRoot) return RESET_FOR_TESTS;
+  const restore = ['root', 'tmp'].map((d) => `{ [ ! -d ${shellQuote(`${imageRoot}/${d}`)} ] || cp -a ${shellQuote(`${imageRoot}/${d}`)}/. /${d}/; }`).join(' && ');
+  return `${RESET_FOR_TESTS} && ${restore}`;
+}
+
+async function runTests(provider: SandboxProvider, handle: SandboxHandle, task: LoadedTask, mode: VerifyMode, options: VerifyOptions): Promise<VerifyOutcome> {
   // Whatever the agent left in /tests, /logs/verifier (a fake reward), /root or /tmp (a sitecustomize.py,
   // a shell rc file) is gone before the tests arrive. The workspace is what is being judged; it stays.
-  const reset = await provider.exec(handle, RESET_FOR_TESTS, { timeoutMs: 30_000 });
+  const reset = await provider.exec(handle, resetForTests(options.imageRoot), { timeoutMs: 60_000 });
   if (reset.exitCode !== 0) throw new ClassifiedError('infra', 'verifier_crashed', `could not prepare /logs/verifier and /tests: ${reset.stderr.trim()}`);
   await uploadDirectory(provider, handle, task.testsDir, '/tests');
   const run = await provider.exec(handle, 'bash /tests/test.sh', {
     timeoutMs: task.verifierTimeoutSec * 1000,
-    env: task.config.verifier.env,
-    cwd: task.workdir,
+    env: { ...options.env, ...task.config.verifier.env },
+    cwd: handle.workdir,
     maxOutputBytes: 64 * 1024,
   });
-  const outputTail = `${run.stdout}\n${run.stderr}`.trim().split('\n').slice(-20).join('\n');
+  // stderr first: the test runner's summary (pytest's short test summary) is on stdout, and its end is what tells why.
+  const outputTail = `${run.stderr.trim().split('\n').slice(-8).join('\n')}\n${run.stdout.trim().split('\n').slice(-20).join('\n')}`.trim();
   if (run.timedOut) {
     throw new ClassifiedError('infra', 'verifier_timeout', `tests/test.sh of ${task.id} ran past its ${task.verifierTimeoutSec} s timeout ([verifier].timeout_sec); last output: ${outputTail.slice(-500)}`);
   }
@@ -107,9 +126,9 @@ async function stopAgent(provider: SandboxProvider, handle: SandboxHandle): Prom
   await provider.exec(handle, STOP_AGENT_PROCESSES, { timeoutMs: 30_000 });
 }
 
-export async function verifyInPlace(provider: SandboxProvider, handle: SandboxHandle, task: LoadedTask): Promise<VerifyOutcome> {
+export async function verifyInPlace(provider: SandboxProvider, handle: SandboxHandle, task: LoadedTask, options: VerifyOptions = {}): Promise<VerifyOutcome> {
   await stopAgent(provider, handle);
-  return runTests(provider, handle, task, 'in-place');
+  return runTests(provider, handle, task, 'in-place', options);
 }
 
 /**
@@ -130,12 +149,12 @@ const unpackWorkspace = (workdir: string, archive: string, modes: string): strin
   `find ${shellQuote(workdir)} -type d ! -perm -u=rwx -exec chmod u+rwx {} \\; && find ${shellQuote(workdir)} -mindepth 1 -delete && tar -C ${shellQuote(workdir)} -xf ${archive} && rm -f ${archive} && ` +
   `cd -- ${shellQuote(workdir)} && mapfile -d '' -t locked < ${modes} && for ((i = \${#locked[@]} - 1; i >= 0; i--)); do chmod -- "\${locked[i]%% *}" "\${locked[i]#* }" || exit; done && rm -f ${modes}`;
 
-export async function verifyCleanRoom(provider: SandboxProvider, handle: SandboxHandle, task: LoadedTask, spec: SandboxSpec): Promise<VerifyOutcome> {
+export async function verifyCleanRoom(provider: SandboxProvider, handle: SandboxHandle, task: LoadedTask, spec: SandboxSpec, options: VerifyOptions = {}): Promise<VerifyOutcome> {
   await stopAgent(provider, handle);
   const archive = `/tmp/.rollout-workspace-${randomBytes(6).toString('hex')}.tar`;
   const modes = `${archive}.modes`;
-  const pack = await provider.exec(handle, packWorkspace(task.workdir, archive, modes), { timeoutMs: 120_000 });
-  if (pack.exitCode !== 0) throw new ClassifiedError('infra', 'verifier_crashed', `could not archive the workspace ${task.workdir}: ${pack.stderr.trim()}`);
+  const pack = await provider.exec(handle, packWorkspace(handle.workdir, archive, modes), { timeoutMs: 120_000 });
+  if (pack.exitCode !== 0) throw new ClassifiedError('infra', 'verifier_crashed', `could not archive the workspace ${handle.workdir}: ${pack.stderr.trim()}`);
   const workspace = await provider.readFile(handle, archive, { maxBytes: MAX_WORKSPACE_BYTES });
   const lockedModes = await provider.readFile(handle, modes, { maxBytes: MAX_WORKSPACE_BYTES });
 
@@ -143,9 +162,9 @@ export async function verifyCleanRoom(provider: SandboxProvider, handle: Sandbox
   try {
     await provider.writeFile(room, archive, workspace);
     await provider.writeFile(room, modes, lockedModes);
-    const unpack = await provider.exec(room, unpackWorkspace(task.workdir, archive, modes), { timeoutMs: 120_000 });
+    const unpack = await provider.exec(room, unpackWorkspace(handle.workdir, archive, modes), { timeoutMs: 120_000 });
     if (unpack.exitCode !== 0) throw new ClassifiedError('infra', 'verifier_crashed', `could not unpack the workspace in the clean room: ${unpack.stderr.trim()}`);
-    return await runTests(provider, room, task, 'clean-room');
+    return await runTests(provider, room, task, 'clean-room', options);
   } finally {
     await provider.teardown(room);
   }

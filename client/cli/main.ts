@@ -9,6 +9,7 @@ import { TemporalSettingError } from '../../workers/temporalConnection.js';
 import { serverCommand, serverUsage } from './serverCommand.js';
 import { cancelCommand, cancelUsage } from './cancelCommand.js';
 import { exportCommand, exportUsage } from './exportCommand.js';
+import { envCommand, envUsage } from './envCommand.js';
 import { gcCommand, gcUsage } from './gcCommand.js';
 import { policyVersionCommand, policyVersionUsage } from './policyVersionCommand.js';
 import { rerunCommand, rerunUsage } from './rerunCommand.js';
@@ -35,6 +36,7 @@ const commands: Record<string, { run: (argv: string[]) => Promise<number>; usage
   worker: { run: workerCommand, usage: workerUsage },
   task: { run: taskCommand, usage: taskUsage },
   gc: { run: gcCommand, usage: gcUsage },
+  env: { run: envCommand, usage: envUsage },
   cancel: { run: cancelCommand, usage: cancelUsage },
   replay: { run: replayCommand, usage: replayUsage },
   rerun: { run: rerunCommand, usage: rerunUsage },

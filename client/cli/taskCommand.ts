@@ -23,6 +23,7 @@ function printReport(report: TaskCheckReport): void {
   for (const c of report.cases) {
     const got = c.reward === undefined ? 'no reward' : `reward ${c.reward}`;
     process.stdout.write(`  ${c.passed ? 'ok  ' : 'BAD '} ${c.name.padEnd(34)} expected ${c.expected}, ${got}${c.error ? `: ${c.error}` : ''}\n`);
+    if (!c.passed && c.outputTail) process.stdout.write(`${c.outputTail.replace(/^/gm, '      | ')}\n`);
   }
   if ('error' in report.redTeam) {
     process.stdout.write(`  BAD  red team could not run: ${report.redTeam.error}\n`);

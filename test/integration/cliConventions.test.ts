@@ -36,6 +36,7 @@ const SUBCOMMANDS: { command: string[]; typo: string; meant: string }[] = [
   { command: ['replay-history'], typo: '--runid', meant: '--run-id' },
   { command: ['server'], typo: '--ui-prot', meant: '--ui-port' },
   { command: ['show'], typo: '--lnes', meant: '--lines' },
+  { command: ['env', 'build'], typo: '--jsn', meant: '--json' },
   { command: ['export'], typo: '--keep-brokn', meant: '--keep-broken' },
   { command: ['policy-version'], typo: '--grop', meant: '--group' },
 ];

@@ -89,6 +89,23 @@ describe('rollout task check (CLI)', { timeout: 300_000 }, () => {
   });
 });
 
+describe('reward files, as Harbor reads them', { timeout: 300_000 }, () => {
+  test('reward.json (named rewards) wins over reward.txt', async () => {
+    const task = taskVariant('write-greeting', 'both-rewards', (dir) =>
+      writeFileSync(join(dir, 'tests/test.sh'), '#!/bin/bash\necho 0 > /logs/verifier/reward.txt\necho \'{"reward": 0.75, "style": 1}\' > /logs/verifier/reward.json\n'),
+    );
+    const outcome = await attempt(task, 'true', 'in-place');
+    assert.deepEqual([outcome.reward, outcome.source, outcome.metrics], [0.75, 'reward.json', { reward: 0.75, style: 1 }]);
+  });
+
+  test('an empty reward file is infra/verifier_crashed, not a zero', async () => {
+    for (const file of ['reward.txt', 'reward.json']) {
+      const task = taskVariant('write-greeting', `empty-${file}`, (dir) => writeFileSync(join(dir, 'tests/test.sh'), `#!/bin/bash\n: > /logs/verifier/${file}\n`));
+      await assert.rejects(attempt(task, 'true', 'in-place'), (err: Error) => err.name === 'infra/verifier_crashed', file);
+    }
+  });
+});
+
 describe('verifier failures are infra, never a zero', { timeout: 300_000 }, () => {
   test('test.sh that writes no reward is infra/verifier_crashed', async () => {
     const task = taskVariant('write-greeting', 'crashing', (dir) => writeFileSync(join(dir, 'tests/test.sh'), '#!/bin/bash\necho "pytest: command not found" >&2\nexit 127\n'));

@@ -109,5 +109,48 @@ test('a Dockerfile-only environment is refused by the local provider, plainly', 
   writeFileSync(join(dir, 'environment/Dockerfile'), 'FROM python:3.11-slim\n');
   const task = loadTask(dir);
   assert.equal(task.needsContainer, true);
-  assert.throws(() => sandboxSpecForTask(task, { workflowId: 'w', runId: 'r', attempt: 0 }), /cannot build container images\. Fix: run this task with a container provider/);
+  assert.throws(() => sandboxSpecForTask(task, { workflowId: 'w', runId: 'r', attempt: 0 }), /runs a Dockerfile task only on an image built here\. Fix: build it with `rollout env build`/);
+});
+
+test("Harbor's current task.toml schema loads; what cannot be honoured is refused, what is not applied is said", () => {
+  const dir = copyExample('write-greeting', 'current-schema');
+  writeFileSync(
+    join(dir, 'task.toml'),
+    [
+      'schema_version = "1.1"',
+      '[task]\nname = "write-greeting"',
+      '[verifier]\ntimeout_sec = 60.0\nuser = "root"\nnetwork_mode = "none"\nenvironment_mode = "shared"',
+      '[agent]\ntimeout_sec = 90.0\nnetwork_mode = "public"',
+      '[environment]\nos = "linux"\ncpus = 1\nmemory_mb = 1024\nstorage_mb = 2048\ngpus = 0\nworkdir = "/work"\nbuild_timeout_sec = 300.0',
+    ].join('\n'),
+  );
+  const task = loadTask(dir);
+  assert.deepEqual(task.limits, { memoryMb: 1024, cpus: 1, diskMb: 2048 });
+  assert.deepEqual([task.workdir, task.declaredWorkdir, task.allowInternet, task.agentTimeoutSec], ['/work', '/work', true, 90]);
+  assert.deepEqual(task.warnings, ['task.toml: [verifier].environment_mode = "shared" is not applied: the batch\'s verifyMode (in-place or clean-room) decides where tests run']);
+  const refused: [string, RegExp][] = [
+    ['[environment]\ngpus = 1', /\[environment\]\.gpus: 1 GPUs requested.*Fix: /],
+    ['[agent]\nuser = "agent"', /\[agent\]\.user: user = "agent".*Fix: drop the setting/],
+    ['[environment]\nos = "windows"', /\[environment\]\.os: os = "windows"/],
+    ['[agent]\nnetwork_mode = "bridge"', /\[agent\]\.network_mode: .*Fix: use network_mode = "none"/],
+  ];
+  for (const [toml, pattern] of refused) {
+    writeFileSync(join(dir, 'task.toml'), toml);
+    invalid(dir, pattern);
+  }
+  writeFileSync(join(dir, 'task.toml'), '[agent]\ntimeout_sec = 10.0\n');
+  writeFileSync(join(dir, 'environment/compose.yaml'), 'services: {}\n');
+  invalid(dir, /compose\.yaml: a compose file asks for sidecar services/);
+});
+
+test("Terminal-Bench 2.0's legacy task.toml loads without warnings", () => {
+  const dir = copyExample('write-greeting', 'tb2-legacy');
+  writeFileSync(
+    join(dir, 'task.toml'),
+    'version = "1.0"\n[metadata]\nauthor_name = "x"\ntags = ["bash"]\n[verifier]\ntimeout_sec = 900.0\n[agent]\ntimeout_sec = 900.0\n[environment]\nbuild_timeout_sec = 600.0\ncpus = 1\nmemory = "2G"\nstorage = "10G"\ndocker_image = "alexgshaw/headless-terminal:20251031"\n',
+  );
+  const task = loadTask(dir);
+  assert.deepEqual(task.limits, { memoryMb: 2048, cpus: 1, diskMb: 10240 });
+  assert.equal(task.config.environment.build_timeout_sec, 600);
+  assert.deepEqual(task.warnings, []);
 });

@@ -21,7 +21,9 @@ test('reward.json holds {"reward": n} plus metrics, or a single number', () => {
   });
   assert.equal(parseRewardJson('{"accuracy": 1}').reward, 1);
   assert.equal(parseRewardJson('0').reward, 0);
-  assert.throws(() => parseRewardJson('{"a": 1, "b": 0}'), (err: Error) => crashed(err) && /no numeric "reward"/.test(err.message));
+  assert.throws(() => parseRewardJson('{"a": 1, "b": 0}'), (err: Error) => crashed(err) && /none is "reward"/.test(err.message));
+  assert.throws(() => parseRewardJson('{}'), (err: Error) => crashed(err) && /empty object/.test(err.message));
+  assert.throws(() => parseRewardJson(''), crashed);
   assert.throws(() => parseRewardJson('not json'), crashed);
   assert.throws(() => parseRewardJson('[1]'), crashed);
 });

@@ -239,9 +239,10 @@ export class LocalSandboxProvider implements SandboxProvider {
       if (err instanceof ClassifiedError) throw err;
       throw sandboxError('provision_failed', `local sandbox provider: cannot prepare ${this.etcDir} on this host: ${err instanceof Error ? err.message : String(err)}`, err);
     }
-    const lower = spec.environmentDir;
+    const lower = spec.rootfs ?? spec.environmentDir;
+    const field = spec.rootfs ? 'rootfs' : 'environmentDir';
     if (!lower.startsWith('/') || /[,:\n]/.test(lower)) {
-      throw new ClassifiedError('task', 'invalid_spec', `sandbox spec: environmentDir ${JSON.stringify(lower)} must be an absolute path without ',' ':' or newlines (overlayfs cannot take them)`);
+      throw new ClassifiedError('task', 'invalid_spec', `sandbox spec: ${field} ${JSON.stringify(lower)} must be an absolute path without ',' ':' or newlines (overlayfs cannot take them)`);
     }
     let isDir = false;
     try {
@@ -249,7 +250,10 @@ export class LocalSandboxProvider implements SandboxProvider {
     } catch {
       // reported below
     }
-    if (!isDir) throw new ClassifiedError('task', 'invalid_spec', `sandbox spec: environmentDir ${lower} is not a directory; create it (an empty one is fine) or fix the task's environment/ path`);
+    if (!isDir) {
+      const fix = spec.rootfs ? 'build the task image again (rollout env build)' : "create it (an empty one is fine) or fix the task's environment/ path";
+      throw new ClassifiedError('task', 'invalid_spec', `sandbox spec: ${field} ${lower} is not a directory; ${fix}`);
+    }
 
     const id = `sbx-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
     const stateDir = this.registry.stateDir(id);
@@ -306,7 +310,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       ...this.cgroupJoinPrefix(cgroup),
       ...rlimitPrefix,
       this.programs.unshare, '--mount', '--propagation', 'private', '--',
-      this.programs.sh, '-c', MOUNT_SCRIPT, 'rollout-sandbox-mount', stateDir, spec.environmentDir, `${diskMb}m`,
+      this.programs.sh, '-c', MOUNT_SCRIPT, 'rollout-sandbox-mount', stateDir, spec.rootfs ?? spec.environmentDir, `${diskMb}m`,
       this.programs.bwrap, ...bwrapArgs,
     ];
     const logFile = join(stateDir, 'launch.log');
@@ -357,6 +361,8 @@ export class LocalSandboxProvider implements SandboxProvider {
       stateDir,
       cgroupProcFiles: cgroup?.procFiles ?? [],
       memoryRlimitBytes: enforcedLimits.memory === 'rlimit' && spec.limits.memoryMb !== undefined ? spec.limits.memoryMb * 1024 * 1024 : null,
+      ...(Object.keys(spec.env).length > 0 ? { env: spec.env } : {}),
+      ...(spec.fileCapabilities.length > 0 ? { capabilities: spec.fileCapabilities } : {}),
     };
     record.handle = handle;
     this.registry.write(record);
@@ -376,6 +382,7 @@ export class LocalSandboxProvider implements SandboxProvider {
   private bwrapArgs(spec: ReturnType<typeof SandboxSpecSchema.parse>, stateDir: string, diskMb: number): string[] {
     const args = ['--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--hostname', 'sandbox'];
     if (spec.network === 'none') args.push('--unshare-net');
+    if (spec.rootfs) return [...args, ...this.imageRootArgs(spec, stateDir)];
     args.push('--ro-bind', '/usr', '/usr');
     for (const link of ['bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32']) {
       const target = `/${link}`;
@@ -409,6 +416,24 @@ export class LocalSandboxProvider implements SandboxProvider {
     return args;
   }
 
+  /**
+   * An image sandbox: the overlay (image root filesystem below, the size-limited tmpfs above) is the
+   * whole root, writable as a container's; /proc, /dev, our hosts/hostname and the Harbor mount points
+   * on top. Nothing of the host is visible but what readOnlyMounts names.
+   */
+  private imageRootArgs(spec: ReturnType<typeof SandboxSpecSchema.parse>, stateDir: string): string[] {
+    const args = ['--bind', join(stateDir, 'merged'), '/'];
+    for (const name of ['hosts', 'hostname']) args.push('--ro-bind', join(this.etcDir, name), `/etc/${name}`);
+    args.push('--proc', '/proc', '--dev', '/dev');
+    for (const path of PROC_READ_ONLY) args.push('--ro-bind-try', path, path);
+    for (const dir of ['/tmp', '/root', '/tests', '/solution', '/logs/agent', '/logs/verifier', spec.workdir]) args.push('--dir', dir);
+    for (const m of spec.readOnlyMounts) args.push('--ro-bind', m.source, m.target);
+    args.push('--clearenv', '--setenv', 'PATH', spec.env.PATH ?? SANDBOX_PATH, '--setenv', 'HOME', '/root');
+    args.push('--chdir', spec.workdir, '--cap-drop', 'ALL', '--info-fd', '3');
+    args.push('--', this.programs.sh, '-c', KEEPER_SCRIPT);
+    return args;
+  }
+
   private parseHandle(handle: SandboxHandle): LocalSandboxHandle {
     const parsed = LocalSandboxHandleSchema.safeParse(handle);
     if (!parsed.success) throw sandboxError('exec_transport', `not a local sandbox handle: ${parsed.error.message}`);
@@ -431,7 +456,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     return [
       ...(h.cgroupProcFiles.length > 0 ? [this.programs.sh, '-c', JOIN_CGROUP_SCRIPT, 'rollout-join-cgroup'] : []),
       this.programs.nsenter, '-t', String(h.pid), '-m', '-p', '-n', '-i', '-u', '-r', '-w', '--',
-      this.programs.setpriv, '--bounding-set=-all', '--inh-caps=-all', '--no-new-privs', '--',
+      this.programs.setpriv, `--bounding-set=-all${(h.capabilities ?? []).map((c) => `,+${c}`).join('')}`, '--inh-caps=-all', '--no-new-privs', '--',
       ...(h.memoryRlimitBytes !== null ? [this.programs.prlimit, `--as=${h.memoryRlimitBytes}`, '--'] : []),
       ...inner,
     ];
@@ -466,6 +491,7 @@ export class LocalSandboxProvider implements SandboxProvider {
           USER: 'root',
           LANG: 'C.UTF-8',
           TERM: 'dumb',
+          ...h.env,
           ...options.env,
           ...(h.cgroupProcFiles.length > 0 ? { ROLLOUT_CGROUP_PROCS: h.cgroupProcFiles.join(' ') } : {}),
         },

@@ -15,6 +15,7 @@ import type { SandboxHandle, SandboxProvider } from '../../../shared/sandbox.js'
 import type { LoadedTask } from '../../../shared/task.js';
 import { uploadDirectory } from '../../sandbox/uploadDirectory.js';
 import { verifyInPlace } from '../../verifier/runVerifier.js';
+import type { TaskEnvironment } from '../../environment/taskEnvironment.js';
 import { sandboxSpecForTask } from '../sandboxSpecForTask.js';
 import { exploitsFor, parseSurvey, surveyCommand, type WorkspaceSurvey } from './exploits.js';
 
@@ -52,10 +53,11 @@ function testFilesOf(task: LoadedTask): string[] {
   return files;
 }
 
-export async function runRedTeam(task: LoadedTask, provider: SandboxProvider): Promise<RedTeamReport> {
+/** `environment`: the task's image and verifier toolchain when it has a Dockerfile (taskEnvironment); the host base otherwise. */
+export async function runRedTeam(task: LoadedTask, provider: SandboxProvider, environment?: Pick<TaskEnvironment, 'image' | 'verify'>): Promise<RedTeamReport> {
   let n = 0;
   const withSandbox = async <T>(work: (handle: SandboxHandle) => Promise<T>): Promise<T> => {
-    const spec = sandboxSpecForTask(task, { workflowId: `task-check/${task.id}/red-team`, runId: '', attempt: n++ }, { purpose: 'task-check-red-team' }, provider.name === 'kubernetes');
+    const spec = sandboxSpecForTask(task, { workflowId: `task-check/${task.id}/red-team`, runId: '', attempt: n++ }, { purpose: 'task-check-red-team' }, provider.name === 'kubernetes', environment?.image);
     const { handle } = await provider.provision(spec);
     try {
       return await work(handle);
@@ -87,7 +89,7 @@ export async function runRedTeam(task: LoadedTask, provider: SandboxProvider): P
         const planted = await provider.exec(handle, exploit.command, { timeoutMs: 120_000, cwd: task.workdir });
         if (planted.exitCode !== 0) return { ...exploit, reward: undefined, exploitable: false, note: `the exploit could not be planted (exit ${planted.exitCode}): ${planted.stderr.trim().slice(-300)}`, notRun: true };
         try {
-          const outcome = await verifyInPlace(provider, handle, verifyTask);
+          const outcome = await verifyInPlace(provider, handle, verifyTask, environment?.verify);
           return { ...exploit, reward: outcome.reward, exploitable: outcome.reward > 0, note: undefined, notRun: false };
         } catch (err) {
           if (err instanceof ClassifiedError && (err.type === 'verifier_timeout' || err.type === 'verifier_crashed')) {

@@ -1,0 +1,230 @@
+/**
+ * A task's environment/Dockerfile as an image built on this host, and its
+ * root filesystem extracted once into the cache for the local sandbox to use
+ * as the read-only lower layer of every sandbox of that task.
+ *
+ * Build: each FROM image is replaced by a base made here (baseMap), a last
+ * step installs what tests/test.sh would apt-get at verify time, and podman
+ * builds it daemonless (runc, --network host: no bridge, no iptables, no
+ * ip_forward) within [environment] build_timeout_sec, the log kept next to
+ * the image. Cached by content: the rewritten Dockerfile, every file of the
+ * build context and the base images' ids. Two callers asking at once, in any
+ * process of the host, build once (a file lock per key).
+ */
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { ClassifiedError } from '../../shared/failures.js';
+import type { LoadedTask } from '../../shared/task.js';
+import { hashTree } from '../tasks/hashTree.js';
+import { baseForImage, DEBIAN_SUITES } from './baseMap.js';
+import { debianMirror, ensureBaseImage, imageExists } from './baseImage.js';
+import { parseDockerfile, rewriteFroms } from './dockerfile.js';
+import { withFileLock } from './fileLock.js';
+import { imageTools, runTool, runToolOk } from './imageTools.js';
+import { readVerifierNeeds } from './verifierNeeds.js';
+import { ensureWheelhouse } from './wheelhouse.js';
+
+/** Bump when the way images are made changes, so old cache entries are not taken for new ones. */
+const BUILDER_VERSION = 2;
+const DEFAULT_BUILD_TIMEOUT_SEC = 600;
+/** Where the verifier's uv and wheels appear inside the sandbox (read-only). */
+export const VERIFIER_TOOLS_PATH = '/opt/rollout-verifier';
+
+export interface SubstitutedBase {
+  /** The FROM line as the task wrote it. */
+  from: string;
+  /** What stands in for it. */
+  substitute: string;
+  baseImage: string;
+  baseImageId: string;
+  /** The host's CA certificates added to the base (so build steps reach HTTPS registries through this host's egress). */
+  hostCertificates: string[];
+}
+
+export interface TaskImage {
+  /** Content key: sha256 over the rewritten Dockerfile, the build context and the bases. */
+  key: string;
+  tag: string;
+  /** podman's image id (sha256 of the image config): the image digest in the experiment record. */
+  imageId: string;
+  /** Host directory holding the image's root filesystem (read-only lower layer of each sandbox). */
+  rootfs: string;
+  /** The image's WORKDIR ('/' when it sets none). */
+  workdir: string;
+  /** The image's ENV. */
+  env: Record<string, string>;
+  bases: SubstitutedBase[];
+  /** What was added so tests/test.sh runs offline, unmodified. */
+  verifier: {
+    aptPackages: string[];
+    requirements: string[];
+    wheels: string[];
+    wheelDir: string;
+    uvVersion: string | null;
+    uvDir: string | null;
+    /** Environment the verifier's commands get on top of the image's. */
+    env: Record<string, string>;
+    notes: string[];
+  };
+  buildLog: string;
+  buildMs: number;
+  sizeBytes: number;
+  builtAt: string;
+}
+
+export interface EnsuredImage {
+  image: TaskImage;
+  cacheHit: boolean;
+  /** Time spent in this call (a hit: reading the record). */
+  ms: number;
+}
+
+function envRecord(list: string[] | null | undefined): Record<string, string> {
+  const out: Record<string, string> = {};
+  for (const entry of list ?? []) {
+    const eq = entry.indexOf('=');
+    if (eq > 0) out[entry.slice(0, eq)] = entry.slice(eq + 1);
+  }
+  return out;
+}
+
+/** As test.sh would run it: apt-get install with Debian's defaults (Recommends too: gcc then brings libc6-dev). */
+function verifierStep(aptPackages: string[], needPython: string | undefined, user: string | undefined): string {
+  if (aptPackages.length === 0 && !needPython) return '';
+  const checks = aptPackages.map((p) => `dpkg-query -W -f='\${Status}' ${p} 2>/dev/null | grep -q 'ok installed' || missing="$missing ${p}"`);
+  if (needPython) checks.push(`command -v python${needPython} >/dev/null || missing="$missing python3"`);
+  const script = [
+    'set -e; missing=""',
+    ...checks,
+    'if [ -n "$missing" ]; then had_lists=$(find /var/lib/apt/lists -maxdepth 1 -type f ! -name lock | wc -l); apt-get update; DEBIAN_FRONTEND=noninteractive apt-get install -y $missing; if [ "$had_lists" = 0 ]; then rm -rf /var/lib/apt/lists/*; fi; fi',
+  ].join('; ');
+  return ['', '# Added by rollout-pipeline: what tests/test.sh installs at verify time, so it runs offline.', 'USER root', `RUN ${script}`, ...(user ? [`USER ${user}`] : []), ''].join('\n');
+}
+
+export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: string) => void; env?: NodeJS.ProcessEnv } = {}): Promise<EnsuredImage> {
+  const started = performance.now();
+  const log = options.log ?? ((): void => undefined);
+  const env = options.env ?? process.env;
+  const dockerfile = join(task.environmentDir, 'Dockerfile');
+  if (!existsSync(dockerfile)) throw new ClassifiedError('task', 'invalid_spec', `${task.dir}: environment/Dockerfile is missing; only Dockerfile tasks have an image to build`);
+  const tools = imageTools(env);
+  const parsed = parseDockerfile(readFileSync(dockerfile, 'utf8'), 'environment/Dockerfile');
+  const recipes = parsed.froms.map((f) => ({ from: f, recipe: baseForImage(f.image, `${task.dir}/${f.where}`, env) }));
+  const needs = readVerifierNeeds(join(task.testsDir, 'test.sh'));
+  const finalSuite = recipes.at(-1)?.recipe.suite;
+  const notes: string[] = [];
+  let needPython: string | undefined;
+  for (const py of needs.uvxPythons) {
+    if (finalSuite && DEBIAN_SUITES[finalSuite].python === py) needPython = py;
+    else notes.push(`tests/test.sh runs uvx -p ${py}, but the image is Debian ${finalSuite ?? '?'} (Python ${finalSuite ? DEBIAN_SUITES[finalSuite].python : '?'}); uv cannot download Python ${py} offline`);
+  }
+
+  const mirror = debianMirror(env);
+  const bases: SubstitutedBase[] = [];
+  for (const { from, recipe } of recipes) {
+    const base = await ensureBaseImage(tools, recipe, mirror, log);
+    bases.push({ from: from.where, substitute: recipe.substitute, baseImage: base.tag, baseImageId: base.id, hostCertificates: base.hostCertificates });
+  }
+  const rewritten = `${rewriteFroms(parsed, bases.map((b) => b.baseImage))}\n${verifierStep(needs.aptPackages, needPython, parsed.finalUser)}`;
+  const contextHash = hashTree(task.environmentDir);
+  const key = createHash('sha256').update(JSON.stringify({ BUILDER_VERSION, rewritten, contextHash, bases: bases.map((b) => b.baseImageId), requirements: needs.requirements, uv: needs.usesUv ? tools.uvVersion : null })).digest('hex');
+  const dir = join(tools.cacheDir, 'tasks', key);
+  const recordFile = join(dir, 'image.json');
+  const tag = `localhost/rollout-task/${task.id.toLowerCase().replace(/[^a-z0-9._-]/g, '-')}:${key.slice(0, 20)}`;
+  const cached = (): TaskImage | undefined => {
+    if (!existsSync(recordFile) || !existsSync(join(dir, 'rootfs'))) return undefined;
+    const now = new Date();
+    utimesSync(recordFile, now, now); // last use, for `rollout env gc`
+    return JSON.parse(readFileSync(recordFile, 'utf8')) as TaskImage;
+  };
+  const hit = cached();
+  if (hit) return { image: hit, cacheHit: true, ms: performance.now() - started };
+
+  return withFileLock(
+    join(tools.cacheDir, 'locks', `task-${key}.lock`),
+    async () => {
+      const again = cached();
+      if (again) return { image: again, cacheHit: true, ms: performance.now() - started };
+      mkdirSync(dir, { recursive: true });
+      const buildLog = join(dir, 'build.log');
+      writeFileSync(join(dir, 'Dockerfile'), rewritten);
+      writeFileSync(buildLog, `# ${task.dir}: podman build ${tag}\n`);
+      const timeoutSec = task.config.environment.build_timeout_sec ?? DEFAULT_BUILD_TIMEOUT_SEC;
+      log(`building ${tag} for ${task.id} (log ${buildLog}, timeout ${timeoutSec} s)`);
+      const buildStarted = performance.now();
+      if (!(await imageExists(tools, tag))) {
+        const build = await runTool(tools, 'podman', ['build', '--network', 'host', '--pull=never', '--runtime', 'runc', '--layers', '-f', join(dir, 'Dockerfile'), '-t', tag, task.environmentDir], { logFile: buildLog, timeoutMs: timeoutSec * 1000 });
+        if (build.code !== 0) {
+          const why = build.timedOut ? `ran past [environment] build_timeout_sec = ${timeoutSec}` : `failed (exit ${build.code})`;
+          throw new ClassifiedError('infra', 'provision_failed', `${task.dir}/environment/Dockerfile: the image build ${why}; full log: ${buildLog}\n${build.tail}`);
+        }
+      }
+      const buildMs = Math.round(performance.now() - buildStarted);
+      const info = JSON.parse(await runToolOk(tools, 'podman', ['image', 'inspect', tag])) as { Id: string; Size: number; Config?: { Env?: string[]; WorkingDir?: string } }[];
+      const meta = info[0];
+      if (!meta) throw new ClassifiedError('infra', 'provision_failed', `podman image inspect ${tag} returned nothing`);
+      const rootfs = join(dir, 'rootfs');
+      const staging = `${rootfs}.partial`;
+      rmSync(staging, { recursive: true, force: true });
+      mkdirSync(staging);
+      const mounted = (await runToolOk(tools, 'podman', ['image', 'mount', tag])).trim();
+      try {
+        await runToolOk(tools, 'cp', ['-a', '--reflink=auto', `${mounted}/.`, `${staging}/`], { logFile: buildLog });
+      } finally {
+        await runTool(tools, 'podman', ['image', 'unmount', tag]);
+      }
+      renameSync(staging, rootfs);
+      const wheels = await ensureWheelhouse(tools, needs.requirements, [...new Set([...needs.uvxPythons, ...(finalSuite ? [DEBIAN_SUITES[finalSuite].python] : [])])].sort(), log);
+      const imageEnv = envRecord(meta.Config?.Env);
+      const verifierEnv: Record<string, string> = {
+        PATH: `${VERIFIER_TOOLS_PATH}/bin:${imageEnv.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'}`,
+        PIP_FIND_LINKS: `${VERIFIER_TOOLS_PATH}/wheels`,
+        PIP_NO_INDEX: '1',
+        PIP_DISABLE_PIP_VERSION_CHECK: '1',
+        UV_FIND_LINKS: `${VERIFIER_TOOLS_PATH}/wheels`,
+        UV_OFFLINE: '1',
+        UV_PYTHON_DOWNLOADS: 'never',
+      };
+      const image: TaskImage = {
+        key,
+        tag,
+        imageId: `sha256:${meta.Id.replace(/^sha256:/, '')}`,
+        rootfs,
+        workdir: meta.Config?.WorkingDir || '/',
+        env: imageEnv,
+        bases,
+        verifier: {
+          aptPackages: needs.aptPackages,
+          requirements: needs.requirements,
+          wheels: wheels.wheels,
+          wheelDir: wheels.dir,
+          uvVersion: needs.usesUv ? tools.uvVersion : null,
+          uvDir: needs.usesUv ? tools.uvDir : null,
+          env: verifierEnv,
+          notes,
+        },
+        buildLog,
+        buildMs,
+        sizeBytes: meta.Size,
+        builtAt: new Date().toISOString(),
+      };
+      writeFileSync(recordFile, `${JSON.stringify(image, null, 2)}\n`);
+      log(`built ${tag} in ${(buildMs / 1000).toFixed(1)} s (${(meta.Size / 1e6).toFixed(0)} MB)`);
+      return { image, cacheHit: false, ms: performance.now() - started };
+    },
+    () => log(`waiting for another build of ${tag} (same content) to finish`),
+  );
+}
+
+/** The environment identity of the experiment record for an image-based sandbox. */
+export function imageIdentity(image: TaskImage): string {
+  const bases = image.bases.map((b) => `${b.from} -> ${b.substitute}${b.hostCertificates.length ? ` + host CA ${b.hostCertificates.join(',')}` : ''} [${b.baseImageId.slice(0, 19)}]`).join('; ');
+  const v = image.verifier;
+  const added = [
+    v.aptPackages.length ? `apt ${v.aptPackages.join(',')}` : '',
+    v.uvVersion ? `uv ${v.uvVersion} (PyPI)` : '',
+    v.wheels.length ? `wheels ${v.requirements.join(',')}` : '',
+  ].filter(Boolean);
+  return `image:${image.imageId} built here; FROM ${bases}; verifier additions: ${added.join('; ') || 'none'}`;
+}

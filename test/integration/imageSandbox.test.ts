@@ -1,0 +1,144 @@
+/**
+ * Sandboxes on images built here: the conformance suite on an image's root
+ * filesystem, what only image sandboxes have (the image's WORKDIR and ENV, a
+ * writable root that never reaches the cached rootfs), the build cache (a
+ * second build is a hit; two builds at once build once), `rollout task check`
+ * of a Dockerfile task offline, and TB2's headless-terminal where
+ * ../shared/real-tasks is present. Needs scripts/ensure-image-tools.sh
+ * (ROLLOUT_IMAGE_TOOLS); skips with that message without it.
+ */
+import assert from 'node:assert/strict';
+import { randomBytes } from 'node:crypto';
+import { cpSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:net';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { removeTaskImage } from '../../activities/environment/imageGc.js';
+import { imageTools } from '../../activities/environment/imageTools.js';
+import { ensureTaskImage, type TaskImage } from '../../activities/environment/taskImage.js';
+import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
+import { checkTask } from '../../activities/tasks/checkTask.js';
+import { loadTask } from '../../activities/tasks/loadTask.js';
+import { sandboxSpecForTask } from '../../activities/tasks/sandboxSpecForTask.js';
+import type { SandboxSpec } from '../../shared/sandbox.js';
+import { sandboxConformanceSuite, type ConformanceTarget } from '../conformance/sandboxConformance.js';
+import { LocalSandboxInspector } from '../helpers/localSandboxInspector.js';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const fixture = join(root, 'test/fixtures/image-task');
+const realTasks = process.env.ROLLOUT_REAL_TASKS ?? resolve(root, '../shared/real-tasks');
+const tb2 = join(realTasks, 'terminal-bench-2');
+const noTools = process.env.ROLLOUT_IMAGE_TOOLS ? undefined : 'needs image tools: run scripts/ensure-image-tools.sh and export the ROLLOUT_IMAGE_TOOLS it prints';
+
+if (noTools) {
+  test('image sandboxes', { skip: noTools }, () => undefined);
+} else {
+  const scratch = mkdtempSync(join(tmpdir(), 'image-sandbox-test-'));
+  const provider = new LocalSandboxProvider({ stateRoot: join(scratch, 'state') });
+  const inspector = new LocalSandboxInspector();
+  const task = loadTask(fixture);
+  let image: TaskImage | undefined;
+  const secretValue = `secret-${randomBytes(8).toString('hex')}`;
+  const secretFiles = [join('/root', `.rollout-image-conformance-${process.pid}`), join(scratch, 'host-secret.txt')];
+  let listener: Server;
+  let listenerPort = 0;
+
+  const spec = (overrides: Partial<SandboxSpec> = {}): SandboxSpec => {
+    if (!image) throw new Error('the fixture image was not built');
+    return { ...sandboxSpecForTask(task, { workflowId: 'image-conformance', runId: 'run', attempt: 0 }, {}, false, image), labels: {}, limits: {}, ...overrides };
+  };
+
+  before(async () => {
+    image = (await ensureTaskImage(task, { log: (line) => process.stderr.write(`${line}\n`) })).image;
+    for (const file of secretFiles) writeFileSync(file, secretValue, { mode: 0o600 });
+    process.env.ROLLOUT_CONFORMANCE_SECRET = secretValue;
+    listener = createServer((s) => s.end('host service\n'));
+    await new Promise<void>((r) => listener.listen(0, '127.0.0.1', r));
+    const address = listener.address();
+    listenerPort = typeof address === 'object' && address ? address.port : 0;
+  });
+
+  after(async () => {
+    for (const file of secretFiles) rmSync(file, { force: true });
+    await new Promise((r) => listener.close(r));
+    rmSync(scratch, { recursive: true, force: true });
+  });
+
+  const target = (): ConformanceTarget => ({
+    provider,
+    spec,
+    track: (h) => inspector.track(h),
+    leftovers: (h) => inspector.leftovers(h),
+    // /home is part of a Debian image (empty), so it is not a host path here; the checkout, the scratch dir and the host's caches are.
+    secrets: { files: secretFiles, envValue: secretValue, hostPaths: [root, scratch, '/root/.cache'] },
+    hostPorts: [Number(process.env.TEMPORAL_ADDRESS?.split(':')[1] ?? 7233), listenerPort],
+  });
+
+  sandboxConformanceSuite('local image', target, {
+    notApplicable: {
+      'escape: writes outside the workspace': "an image sandbox's root is its own writable overlay, as a container's; that those writes never reach the host or a later sandbox is checked below",
+    },
+  });
+
+  describe('image sandboxes', { timeout: 900_000 }, () => {
+    test("the image's WORKDIR and ENV apply; writes to its root stay in that sandbox, never in the cached rootfs", async () => {
+      const { handle } = await provider.provision(spec());
+      try {
+        const r = await provider.exec(handle, 'pwd; echo "$ROLLOUT_IMAGE_MARKER"; python3 --version; echo planted > /usr/bin/rollout-planted && cat /usr/bin/rollout-planted');
+        assert.equal(r.exitCode, 0, r.stderr);
+        assert.match(r.stdout, /^\/app\nfrom-the-image\nPython 3\.13\.\d+\nplanted\n$/);
+      } finally {
+        await provider.teardown(handle);
+      }
+      assert.equal(existsSync(join(image?.rootfs ?? '/nonexistent', 'usr/bin/rollout-planted')), false, 'the cached rootfs is untouched');
+      const { handle: next } = await provider.provision(spec());
+      try {
+        const r = await provider.exec(next, 'test -e /usr/bin/rollout-planted && echo found || echo absent');
+        assert.equal(r.stdout, 'absent\n', 'a later sandbox starts from the image again');
+      } finally {
+        await provider.teardown(next);
+      }
+    });
+
+    test('rollout task check on a Dockerfile task: untouched start 0, reference 1, verified offline with uvx and pinned wheels', async () => {
+      const report = await checkTask(task, provider);
+      assert.deepEqual(
+        report.cases.map((c) => [c.name, c.reward, c.error]),
+        [
+          ['untouched start', 0, undefined],
+          ['reference solution', 1, undefined],
+        ],
+      );
+      assert.match(report.environmentIdentity, /^local:image:sha256:[0-9a-f]{64} built here; FROM environment\/Dockerfile:2: FROM python:3\.13-slim-bookworm -> Debian trixie/);
+      assert.match(report.environmentIdentity, /verifier additions: apt curl; uv 0\.9\.5 \(PyPI\); wheels pytest-json-ctrf==0\.3\.5,pytest==8\.4\.1/);
+    });
+
+    test('the second build of the same content is a cache hit; two builds asked for at once build once', async () => {
+      const dir = join(scratch, 'cache-task');
+      cpSync(fixture, dir, { recursive: true });
+      writeFileSync(join(dir, 'environment/Dockerfile'), `FROM python:3.13-slim-bookworm\nWORKDIR /app\nCOPY start.txt /app/start.txt\n# ${randomBytes(8).toString('hex')}\n`);
+      writeFileSync(join(dir, 'tests/test.sh'), '#!/bin/bash\necho 1 > /logs/verifier/reward.txt\n');
+      const variant = loadTask(dir);
+      const [a, b] = await Promise.all([ensureTaskImage(variant), ensureTaskImage(variant)]);
+      assert.deepEqual([a.cacheHit, b.cacheHit].sort(), [false, true], 'one of them built, the other waited and took its result');
+      assert.equal(a.image.imageId, b.image.imageId);
+      const again = await ensureTaskImage(variant);
+      assert.equal(again.cacheHit, true);
+      assert.equal(again.image.imageId, a.image.imageId);
+      writeFileSync(join(dir, 'environment/start.txt'), 'changed\n');
+      const changed = await ensureTaskImage(loadTask(dir));
+      assert.equal(changed.cacheHit, false, 'a changed build context is a new image');
+      assert.notEqual(changed.image.key, a.image.key);
+      const tools = imageTools();
+      for (const made of [a.image, changed.image]) await removeTaskImage(tools, made);
+      assert.equal(existsSync(a.image.rootfs), false);
+    });
+
+    test('TB2 headless-terminal: its unmodified test.sh scores the untouched start 0 and the oracle 1, offline', { skip: existsSync(join(tb2, 'headless-terminal')) ? false : `${tb2} is absent (set ROLLOUT_REAL_TASKS to the real-tasks folder)` }, async () => {
+      const report = await checkTask(loadTask(join(tb2, 'headless-terminal')), provider, (line) => process.stderr.write(`${line}\n`));
+      assert.deepEqual(report.cases.map((c) => [c.name, c.reward]), [['untouched start', 0], ['reference solution', 1]], JSON.stringify(report.cases));
+    });
+  });
+}
