@@ -13,6 +13,7 @@ import { closeSync, existsSync, openSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { watchChildExit } from '../childProcessExit.js';
 import { freePort } from '../temporalDevServer.js';
 
 const LAUNCHER = join(dirname(fileURLToPath(import.meta.url)), 'llama_server.py');
@@ -126,17 +127,7 @@ export async function startLlamaServer(options: LlamaServerOptions): Promise<Run
   const child = spawn(options.python, args, { stdio: ['ignore', 'pipe', logFd] });
   closeSync(logFd);
 
-  let exitDescription: string | undefined;
-  const exited = new Promise<void>((resolve) => {
-    child.once('exit', (code, signal) => {
-      exitDescription = signal ? `signal ${signal}` : `exit code ${code}`;
-      resolve();
-    });
-    child.once('error', (err) => {
-      exitDescription = err.message;
-      resolve();
-    });
-  });
+  const exit = watchChildExit(child);
   let stdout = '';
   let listening: { baseUrl: string; template: ServedTemplate } | undefined;
   const out = child.stdout;
@@ -155,24 +146,13 @@ export async function startLlamaServer(options: LlamaServerOptions): Promise<Run
     stdout = stdout.slice(stdout.lastIndexOf('\n') + 1);
   });
 
-  const signalAndWait = async (signal: 'SIGTERM' | 'SIGKILL', graceMs: number): Promise<string> => {
-    if (exitDescription === undefined) {
-      child.kill(signal);
-      const gone = await Promise.race([exited.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), graceMs))]);
-      if (!gone) {
-        child.kill('SIGKILL');
-        await exited;
-      }
-    }
-    return exitDescription ?? 'unknown';
-  };
-  const stop = (): Promise<string> => signalAndWait('SIGTERM', 10_000);
-  const kill = (): Promise<string> => signalAndWait('SIGKILL', 10_000);
+  const stop = (): Promise<string> => exit.stop('SIGTERM', 10_000);
+  const kill = (): Promise<string> => exit.stop('SIGKILL', 10_000);
 
   const deadline = Date.now() + (options.startTimeoutMs ?? 120_000);
   for (;;) {
-    if (exitDescription !== undefined) {
-      throw new LlamaServerStartError(`the llama.cpp server (${options.python} ${LAUNCHER}) exited during start-up (${exitDescription})\n--- last lines of ${logFile} ---\n${logTail(logFile)}`);
+    if (exit.description() !== undefined) {
+      throw new LlamaServerStartError(`the llama.cpp server (${options.python} ${LAUNCHER}) exited during start-up (${exit.description()})\n--- last lines of ${logFile} ---\n${logTail(logFile)}`);
     }
     if (listening && (await healthy(listening.baseUrl))) break;
     if (Date.now() > deadline) {
