@@ -14,6 +14,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Connection } from '@temporalio/client';
 import { ROLLOUT_SEARCH_ATTRIBUTES } from '../shared/searchAttributes.js';
+import { watchChildExit } from './childProcessExit.js';
 import { resolveTemporalBinary, type TemporalBinary } from './temporalBinary.js';
 
 export interface DevServerOptions {
@@ -120,6 +121,10 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<Ru
   const logFile = options.logFile ?? join(tmpdir(), `temporal-dev-server-${port}.log`);
 
   const args = ['server', 'start-dev', '--ip', ip, '--port', String(port), '--log-level', 'warn'];
+  // One partition per task queue: with the default four, a task written to a partition nobody is polling
+  // waits for a poll to land there (up to the 60 s long-poll), which one worker process per queue makes
+  // likely; seen as a recordRollout activity that took 61 s to start in the demo.
+  for (const key of ['matching.numTaskqueueReadPartitions', 'matching.numTaskqueueWritePartitions']) args.push('--dynamic-config-value', `${key}=1`);
   // `default` always exists; --namespace creates additional ones.
   if (namespace !== 'default') args.push('--namespace', namespace);
   args.push(...searchAttributeFlags());
@@ -131,31 +136,15 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<Ru
   const child = spawn(binary.path, args, { stdio: ['ignore', logFd, logFd], detached: options.ownProcessGroup ?? false });
   closeSync(logFd);
 
-  let exitDescription: string | undefined;
-  const exitedPromise = new Promise<void>((resolve) => {
-    child.once('exit', (code, signal) => {
-      exitDescription = signal ? `signal ${signal}` : `exit code ${code}`;
-      resolve();
-    });
-    child.once('error', (err) => {
-      exitDescription = err.message;
-      resolve();
-    });
-  });
+  const exit = watchChildExit(child);
 
   const address = `${ip}:${port}`;
   const stop = async (): Promise<void> => {
-    if (exitDescription !== undefined) return;
-    child.kill('SIGTERM');
-    const killed = await Promise.race([exitedPromise.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), 10_000))]);
-    if (!killed) {
-      child.kill('SIGKILL');
-      await exitedPromise;
-    }
+    await exit.stop('SIGTERM', 10_000);
   };
 
   try {
-    await waitUntilReady(address, namespace, Date.now() + (options.startTimeoutMs ?? 60_000), () => exitDescription);
+    await waitUntilReady(address, namespace, Date.now() + (options.startTimeoutMs ?? 60_000), () => exit.description());
   } catch (err) {
     await stop();
     const message = err instanceof Error ? err.message : String(err);
@@ -172,7 +161,7 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<Ru
     binary,
     stop,
     kill: () => {
-      if (exitDescription === undefined) child.kill('SIGKILL');
+      if (exit.description() === undefined) child.kill('SIGKILL');
     },
   };
 }
