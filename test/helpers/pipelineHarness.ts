@@ -9,7 +9,8 @@ import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
 import type { NativeConnection, WorkflowBundleWithSourceMap } from '@temporalio/worker';
-import type { ResolvedPolicyConfig } from '../../shared/pipeline.js';
+import type { GroupResult, ResolvedPolicyConfig } from '../../shared/pipeline.js';
+import { submitBatch, type SubmitBatchOptions } from '../../client/submitBatch.js';
 import type { SandboxProvider } from '../../shared/sandbox.js';
 import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
 import { FsTrajectoryStore } from '../../activities/store/fsTrajectoryStore.js';
@@ -85,4 +86,15 @@ export async function startHarness(name: string, options: { taskQueues?: { main:
     },
   };
   return harness;
+}
+
+let groupSeq = 0;
+
+/** Submits a batch of exactly one group to the harness's workers and waits for its result. */
+export async function runOneGroup(h: Harness, batchPrefix: string, options: Omit<SubmitBatchOptions, 'batchId' | 'taskQueues'>): Promise<GroupResult> {
+  const batch = await submitBatch(h.client, { batchId: `${batchPrefix}-${Date.now()}-${groupSeq++}`, taskQueues: h.taskQueues, ...options });
+  const results: GroupResult[] = [];
+  for await (const r of batch.results()) results.push(r);
+  if (results.length !== 1 || !results[0]) throw new Error(`batch ${batch.batchId}: expected one group result, got ${results.length}`);
+  return results[0];
 }

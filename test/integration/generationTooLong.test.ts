@@ -11,20 +11,19 @@ import assert from 'node:assert/strict';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { submitBatch, type SubmitBatchOptions } from '../../client/submitBatch.js';
+import type { SubmitBatchOptions } from '../../client/submitBatch.js';
 import type { GroupResult } from '../../shared/pipeline.js';
 import type { ChatMessage } from '../../shared/tools.js';
 import { OpenAIPolicy } from '../../activities/policies/openaiPolicy.js';
 import { loadTask } from '../../activities/tasks/loadTask.js';
 import { TOOL_SCHEMAS } from '../../shared/tools.js';
 import { OpenAIPolicySchema } from '../../shared/pipeline.js';
-import { startHarness, type Harness } from '../helpers/pipelineHarness.js';
+import { runOneGroup, startHarness, type Harness } from '../helpers/pipelineHarness.js';
 import { skipWithoutModel, startTestLlamaServer, TEST_MODEL_NAME } from '../helpers/llamaServer.js';
 import { startScriptedOpenAIServer } from '../helpers/scriptedOpenAIServer.js';
 
 const examples = resolve(dirname(fileURLToPath(import.meta.url)), '../../examples/tasks');
 let h: Harness;
-let seq = 0;
 
 before(async () => {
   h = await startHarness('gen-too-long');
@@ -34,13 +33,7 @@ after(async () => {
   await h.close();
 });
 
-async function runOne(options: Omit<SubmitBatchOptions, 'batchId' | 'taskQueues'>): Promise<GroupResult> {
-  const batch = await submitBatch(h.client, { batchId: `gtl-${Date.now()}-${seq++}`, taskQueues: h.taskQueues, ...options });
-  const results: GroupResult[] = [];
-  for await (const r of batch.results()) results.push(r);
-  assert.equal(results.length, 1);
-  return results[0] as GroupResult;
-}
+const runOne = (options: Omit<SubmitBatchOptions, 'batchId' | 'taskQueues'>): Promise<GroupResult> => runOneGroup(h, 'gtl', options);
 
 /** Attempts of every policyStep activity in the rollout's history, and the failure type before each retry. */
 async function policyTries(workflowId: string): Promise<{ attempts: number[]; retriedAfter: string[] }> {

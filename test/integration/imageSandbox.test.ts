@@ -10,7 +10,6 @@
 import assert from 'node:assert/strict';
 import { randomBytes } from 'node:crypto';
 import { cpSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -24,6 +23,7 @@ import { loadTask } from '../../activities/tasks/loadTask.js';
 import { sandboxSpecForTask } from '../../activities/tasks/sandboxSpecForTask.js';
 import type { SandboxSpec } from '../../shared/sandbox.js';
 import { sandboxConformanceSuite, type ConformanceTarget } from '../conformance/sandboxConformance.js';
+import { hostBait } from '../conformance/hostBait.js';
 import { LocalSandboxInspector } from '../helpers/localSandboxInspector.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -40,10 +40,7 @@ if (noTools) {
   const inspector = new LocalSandboxInspector();
   const task = loadTask(fixture);
   let image: TaskImage | undefined;
-  const secretValue = `secret-${randomBytes(8).toString('hex')}`;
-  const secretFiles = [join('/root', `.rollout-image-conformance-${process.pid}`), join(scratch, 'host-secret.txt')];
-  let listener: Server;
-  let listenerPort = 0;
+  const bait = hostBait('image-conformance', scratch);
 
   const spec = (overrides: Partial<SandboxSpec> = {}): SandboxSpec => {
     if (!image) throw new Error('the fixture image was not built');
@@ -52,17 +49,11 @@ if (noTools) {
 
   before(async () => {
     image = (await ensureTaskImage(task, { log: (line) => process.stderr.write(`${line}\n`) })).image;
-    for (const file of secretFiles) writeFileSync(file, secretValue, { mode: 0o600 });
-    process.env.ROLLOUT_CONFORMANCE_SECRET = secretValue;
-    listener = createServer((s) => s.end('host service\n'));
-    await new Promise<void>((r) => listener.listen(0, '127.0.0.1', r));
-    const address = listener.address();
-    listenerPort = typeof address === 'object' && address ? address.port : 0;
+    await bait.plant();
   });
 
   after(async () => {
-    for (const file of secretFiles) rmSync(file, { force: true });
-    await new Promise((r) => listener.close(r));
+    await bait.remove();
     rmSync(scratch, { recursive: true, force: true });
   });
 
@@ -72,8 +63,8 @@ if (noTools) {
     track: (h) => inspector.track(h),
     leftovers: (h) => inspector.leftovers(h),
     // /home is part of a Debian image (empty), so it is not a host path here; the checkout, the scratch dir and the host's caches are.
-    secrets: { files: secretFiles, envValue: secretValue, hostPaths: [root, scratch, '/root/.cache'] },
-    hostPorts: [Number(process.env.TEMPORAL_ADDRESS?.split(':')[1] ?? 7233), listenerPort],
+    secrets: { files: bait.secretFiles, envValue: bait.secretValue, hostPaths: [root, scratch, '/root/.cache'] },
+    hostPorts: [Number(process.env.TEMPORAL_ADDRESS?.split(':')[1] ?? 7233), bait.port()],
   });
 
   sandboxConformanceSuite('local image', target, {

@@ -5,9 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -16,6 +14,7 @@ import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandbo
 import { SPAWN_VIA } from '../../activities/sandbox/local/sandboxSpawner.js';
 import { localHandle, type SandboxSpec } from '../../shared/sandbox.js';
 import { sandboxConformanceSuite, type ConformanceTarget } from '../conformance/sandboxConformance.js';
+import { hostBait } from '../conformance/hostBait.js';
 import { LocalSandboxInspector } from '../helpers/localSandboxInspector.js';
 import { eventually } from '../helpers/eventually.js';
 
@@ -26,10 +25,7 @@ const environmentDir = join(scratch, 'environment');
 mkdirSync(environmentDir);
 writeFileSync(join(environmentDir, 'start.txt'), 'hello\n');
 
-const secretValue = `secret-${randomBytes(8).toString('hex')}`;
-const secretFiles = [join('/root', `.rollout-conformance-${process.pid}`), join(scratch, 'host-secret.txt')];
-let listener: Server;
-let listenerPort = 0;
+const bait = hostBait('conformance', scratch);
 
 const provider = new LocalSandboxProvider({ stateRoot });
 const inspector = new LocalSandboxInspector();
@@ -39,17 +35,11 @@ function spec(overrides: Partial<SandboxSpec> = {}): SandboxSpec {
 }
 
 before(async () => {
-  for (const file of secretFiles) writeFileSync(file, secretValue, { mode: 0o600 });
-  process.env.ROLLOUT_CONFORMANCE_SECRET = secretValue;
-  listener = createServer((s) => s.end('host service\n'));
-  await new Promise<void>((r) => listener.listen(0, '127.0.0.1', r));
-  const address = listener.address();
-  listenerPort = typeof address === 'object' && address ? address.port : 0;
+  await bait.plant();
 });
 
 after(async () => {
-  for (const file of secretFiles) rmSync(file, { force: true });
-  await new Promise((r) => listener.close(r));
+  await bait.remove();
   rmSync(scratch, { recursive: true, force: true });
 });
 
@@ -58,8 +48,8 @@ const target = (): ConformanceTarget => ({
   spec,
   track: (h) => inspector.track(h),
   leftovers: (h) => inspector.leftovers(h),
-  secrets: { files: secretFiles, envValue: secretValue, hostPaths: [root, scratch, '/home', '/root/.cache'] },
-  hostPorts: [Number(process.env.TEMPORAL_ADDRESS?.split(':')[1] ?? 7233), listenerPort],
+  secrets: { files: bait.secretFiles, envValue: bait.secretValue, hostPaths: [root, scratch, '/home', '/root/.cache'] },
+  hostPorts: [Number(process.env.TEMPORAL_ADDRESS?.split(':')[1] ?? 7233), bait.port()],
 });
 
 sandboxConformanceSuite('local', target);
@@ -108,7 +98,7 @@ describe('local sandbox provider', { timeout: 300_000 }, () => {
   test('a host-network sandbox can reach host ports (the opt-in works, so the default really isolates)', async () => {
     const { handle } = await provider.provision(spec({ network: 'host' }));
     try {
-      const r = await provider.exec(handle, `exec 3<>/dev/tcp/127.0.0.1/${listenerPort}; cat <&3`, { timeoutMs: 5_000 });
+      const r = await provider.exec(handle, `exec 3<>/dev/tcp/127.0.0.1/${bait.port()}; cat <&3`, { timeoutMs: 5_000 });
       assert.equal(r.stdout, 'host service\n');
     } finally {
       await provider.teardown(handle);

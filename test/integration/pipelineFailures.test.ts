@@ -17,13 +17,12 @@ import type { GroupResult } from '../../shared/pipeline.js';
 import { rolloutProgressQuery } from '../../workflows/definitions.js';
 import { rolloutWorkflowId } from '../../shared/names.js';
 import { FaultyProvider } from '../helpers/faultyProvider.js';
-import { startHarness, type Harness } from '../helpers/pipelineHarness.js';
+import { runOneGroup, startHarness, type Harness } from '../helpers/pipelineHarness.js';
 import { startScriptedOpenAIServer } from '../helpers/scriptedOpenAIServer.js';
 import { eventually } from '../helpers/eventually.js';
 
 const examples = resolve(dirname(fileURLToPath(import.meta.url)), '../../examples/tasks');
 let h: Harness;
-let seq = 0;
 
 before(async () => {
   h = await startHarness('failures');
@@ -33,13 +32,7 @@ after(async () => {
   await h.close();
 });
 
-async function runOne(options: Omit<SubmitBatchOptions, 'batchId' | 'taskQueues'>): Promise<GroupResult> {
-  const batch = await submitBatch(h.client, { batchId: `fail-${Date.now()}-${seq++}`, taskQueues: h.taskQueues, ...options });
-  const results: GroupResult[] = [];
-  for await (const r of batch.results()) results.push(r);
-  assert.equal(results.length, 1);
-  return results[0] as GroupResult;
-}
+const runOne = (options: Omit<SubmitBatchOptions, 'batchId' | 'taskQueues'>): Promise<GroupResult> => runOneGroup(h, 'fail', options);
 
 
 describe('pipeline failure handling', { timeout: 900_000 }, () => {
@@ -222,7 +215,7 @@ describe('pipeline failure handling', { timeout: 900_000 }, () => {
     const dir = join(h.scratch, 'changing-task');
     cpSync(join(examples, 'write-greeting'), dir, { recursive: true });
     const batch = await submitBatch(h.client, {
-      batchId: `fail-${Date.now()}-${seq++}`,
+      batchId: `fail-changed-${Date.now()}`,
       taskQueues: h.taskQueues,
       tasks: [dir],
       groupSize: 2,
