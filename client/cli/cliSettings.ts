@@ -3,6 +3,7 @@ import { existsSync, readdirSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { openTrajectoryStore } from '../../activities/store/openTrajectoryStore.js';
 import type { TrajectoryStore } from '../../activities/store/trajectoryStore.js';
+import { TokenModeSchema } from '../../shared/tokens.js';
 import { ScriptedPolicySchema, type PolicyConfig } from '../../shared/pipeline.js';
 import type { ToolCallParserName } from '../../shared/tools.js';
 import { UsageError } from './usageError.js';
@@ -49,7 +50,7 @@ type Script = (typeof SCRIPTS)[number];
 /** `scripted:<script>` or `openai` (with --base-url and --model). */
 export function parsePolicy(
   value: string,
-  options: { baseUrl?: string; model?: string; temperature?: string; seed?: string; apiKeyEnv?: string; maxTokens?: string; requestTimeoutMs?: string; toolCallParser?: string },
+  options: { baseUrl?: string; model?: string; temperature?: string; seed?: string; apiKeyEnv?: string; maxTokens?: string; requestTimeoutMs?: string; toolCallParser?: string; tokenMode?: string },
 ): PolicyConfig {
   if (value.startsWith('scripted:')) {
     const script = value.slice('scripted:'.length);
@@ -70,6 +71,11 @@ export function parsePolicy(
     const requestTimeoutMs = number('request-timeout-ms', options.requestTimeoutMs);
     // Checked against the parser names by the batch schema, which names the ones that exist.
     const parsers = options.toolCallParser?.split(',').map((p) => p.trim()) as ToolCallParserName[] | undefined;
+    const modes = TokenModeSchema.options;
+    if (options.tokenMode !== undefined && !(modes as readonly string[]).includes(options.tokenMode)) {
+      throw new UsageError(`--token-mode ${JSON.stringify(options.tokenMode)}: use ${modes.join(', ')} (server asks the server for ids, pipeline renders and sends token ids itself, off asks for none)`);
+    }
+    const tokenMode = options.tokenMode as (typeof modes)[number] | undefined;
     return {
       kind: 'openai',
       baseUrl: options.baseUrl,
@@ -78,6 +84,7 @@ export function parsePolicy(
       sampling: { ...(temperature !== undefined ? { temperature } : {}), ...(seed !== undefined ? { seed } : {}), ...(maxTokens !== undefined ? { max_tokens: maxTokens } : {}) },
       ...(requestTimeoutMs !== undefined ? { requestTimeoutMs } : {}),
       ...(parsers ? { toolCallParser: parsers } : {}),
+      ...(tokenMode ? { tokens: { mode: tokenMode } } : {}),
     };
   }
   throw new UsageError(`--policy ${JSON.stringify(value)}: use ${SCRIPTS.map((name) => `scripted:${name}`).join(', ')} or openai`);

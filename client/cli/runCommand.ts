@@ -33,6 +33,9 @@ export const runUsage = `rollout run --tasks DIR... [--group-size N] [--policy P
   --request-timeout-ms N    time per policy call (default derived from --max-tokens)
   --tool-call-parser LIST   where calls are read from, tried in order: server (default), fenced-json,
                             hermes-tags, bare-json (e.g. server,fenced-json for a model that writes fenced JSON)
+  --token-mode MODE         token ids per turn for training: server (default: asked from the server),
+                            pipeline (the pipeline renders the prompt and sends token ids: exact prefixes
+                            on llama.cpp), off (for APIs that refuse the extra fields); see rollout export
   --max-turns N, --verify in-place|clean-room, --min-valid N
   --out FILE     JSONL of rollouts (default <data-dir>/results/<batch>.jsonl)
   --embedded     start a local Temporal dev server and workers first (state in <data-dir>/temporal.sqlite)
@@ -76,6 +79,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       seed: { type: 'string' },
       'api-key-env': { type: 'string' },
       'max-tokens': { type: 'string' },
+      'token-mode': { type: 'string' },
       'request-timeout-ms': { type: 'string' },
       'tool-call-parser': { type: 'string' },
       'batch-id': { type: 'string' },
@@ -113,6 +117,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       ...(values['max-tokens'] ? { maxTokens: values['max-tokens'] } : {}),
       ...(values['request-timeout-ms'] ? { requestTimeoutMs: values['request-timeout-ms'] } : {}),
       ...(values['tool-call-parser'] ? { toolCallParser: values['tool-call-parser'] } : {}),
+      ...(values['token-mode'] ? { tokenMode: values['token-mode'] } : {}),
     }),
     ...(values['max-turns'] ? { limits: { maxTurns: int('max-turns', values['max-turns'], 30) } } : {}),
     ...(verify ? { verifyMode: verify } : {}),
