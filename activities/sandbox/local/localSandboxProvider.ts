@@ -429,8 +429,9 @@ export class LocalSandboxProvider implements SandboxProvider {
     for (const dir of ['/tmp', '/root', '/tests', '/solution', '/logs/agent', '/logs/verifier', spec.workdir]) args.push('--dir', dir);
     for (const m of spec.readOnlyMounts) args.push('--ro-bind', m.source, m.target);
     args.push('--clearenv', '--setenv', 'PATH', spec.env.PATH ?? SANDBOX_PATH, '--setenv', 'HOME', '/root');
-    args.push('--chdir', spec.workdir, '--cap-drop', 'ALL', '--info-fd', '3');
-    args.push('--', this.programs.sh, '-c', KEEPER_SCRIPT);
+    // The same init as on the host base (bash is what the bash tool runs in the image too).
+    args.push('--chdir', spec.workdir, '--cap-drop', 'ALL', '--info-fd', '3', '--as-pid-1');
+    args.push('--', this.programs.bash, '--norc', '--noprofile', '-c', KEEPER_SCRIPT);
     return args;
   }
 
