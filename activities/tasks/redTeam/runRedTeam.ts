@@ -1,9 +1,9 @@
 /**
- * Runs the red team's exploits (exploits.ts) against one task's verifier,
- * each in a fresh sandbox from the task's own spec: the reference solution
- * first (when there is one: the exploits then start from a passing state),
- * then the exploit, then the verifier exactly as a rollout runs it
- * (in-place). An exploit that gets a reward above 0 makes the task
+ * Runs the red team's exploits (exploits.ts) against one task's verifier.
+ * The reference solution runs once, in a sandbox of its own, to survey what
+ * to aim at; each exploit then gets a fresh sandbox from the task's own spec:
+ * the untouched start, the exploit, then the verifier exactly as a rollout
+ * runs it (in-place). An exploit that gets a reward above 0 makes the task
  * exploitable. A verifier that crashes or times out on an exploit gives no
  * reward, which a rollout scores as a failed attempt (failure attribution:
  * model/verifier_blocked or model/verifier_broken), so that is not a hole.
@@ -84,8 +84,8 @@ export async function runRedTeam(task: LoadedTask, provider: SandboxProvider, en
   for (const exploit of exploitsFor(survey, task.verifierTimeoutSec)) {
     const verifyTask: LoadedTask = exploit.verifierTimeoutSec === undefined ? task : { ...task, verifierTimeoutSec: exploit.verifierTimeoutSec };
     try {
+      // On the untouched start (it scores 0): a reward above 0 is the exploit's doing, never the solution's.
       const result = await withSandbox(async (handle): Promise<ExploitResult> => {
-        await solve(handle);
         const planted = await provider.exec(handle, exploit.command, { timeoutMs: 120_000, cwd: task.workdir });
         if (planted.exitCode !== 0) return { ...exploit, reward: undefined, exploitable: false, note: `the exploit could not be planted (exit ${planted.exitCode}): ${planted.stderr.trim().slice(-300)}`, notRun: true };
         try {
