@@ -21,14 +21,18 @@ export async function cancelLeftoverRun(client: Client, dataDir: string, options
   if (!marker || marker.batchId === options.except) return undefined;
   const batch = `RolloutBatch="${marker.batchId}" AND ExecutionStatus="Running"`;
   const groups = await runningIds(client, `${batch} AND WorkflowType="rolloutGroup"`);
-  if (groups.length === 0) return undefined;
-  await Promise.all(groups.map((id) => client.workflow.getHandle(id).cancel().catch(() => undefined)));
+  // A group cancelled just before the run died may be closed already while its rollouts, cancelled by
+  // the parent-close policy, still wait for a worker: those are what hold sandboxes.
+  const rollouts = await runningIds(client, `${batch} AND WorkflowType="rollout"`);
+  if (groups.length === 0 && rollouts.length === 0) return undefined;
+  // Each rollout's teardown runs in its finally, whichever of the two cancels reaches it first.
+  await Promise.all([...groups, ...rollouts].map((id) => client.workflow.getHandle(id).cancel().catch(() => undefined)));
   const deadline = Date.now() + options.waitMs;
-  let open = await runningIds(client, `${batch} AND WorkflowType="rollout"`);
+  let open = rollouts;
   while (open.length > 0 && Date.now() < deadline) {
     await new Promise((r) => setTimeout(r, 250));
     open = await runningIds(client, `${batch} AND WorkflowType="rollout"`);
   }
   const still = open.length > 0 ? `; ${open.length} rollouts had not closed yet (the janitor reaps their sandboxes)` : '; their sandboxes were torn down';
-  return `batch ${marker.batchId} was interrupted (started ${marker.startedAt} by pid ${marker.process.pid}): cancelled its ${groups.length} open groups${still}`;
+  return `batch ${marker.batchId} was interrupted (started ${marker.startedAt} by pid ${marker.process.pid}): cancelled what it left open (${groups.length} groups, ${rollouts.length} rollouts)${still}`;
 }

@@ -6,7 +6,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname } from 'node:path';
 import type { Leftovers } from '../conformance/sandboxConformance.js';
 import { localHandle, type SandboxHandle } from '../../shared/sandbox.js';
-import { namespaceOf, processesInNamespace } from '../../activities/sandbox/local/procfs.js';
+import { isSameProcess, namespaceOf, processesInNamespace } from '../../activities/sandbox/local/procfs.js';
 
 function allPids(): number[] {
   return readdirSync('/proc')
@@ -55,7 +55,9 @@ export class LocalSandboxInspector {
 
   async leftovers(sandbox: SandboxHandle): Promise<Leftovers> {
     const handle = localHandle(sandbox);
-    const ns = this.pidNamespaces.get(handle.id);
+    // The kernel reuses a freed namespace's inode: once the sandbox's init is gone (and with it, by the
+    // pid namespace's rules, every process in it), what that inode names now is another process's.
+    const ns = isSameProcess(handle.pid, handle.pidStartTime) ? this.pidNamespaces.get(handle.id) : undefined;
     const processes = new Set([...processesMentioning(handle.stateDir), ...(ns ? processesInNamespace('pid', ns) : [])]);
     return {
       processes: [...processes],
