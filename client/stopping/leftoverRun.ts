@@ -8,6 +8,8 @@
 import type { Client } from '@temporalio/client';
 import { readMarker } from './embeddedRunMarker.js';
 
+const count = (n: number, noun: string): string => `${n} ${noun}${n === 1 ? '' : 's'}`;
+
 async function runningIds(client: Client, query: string): Promise<string[]> {
   const ids: string[] = [];
   for await (const wf of client.workflow.list({ query })) ids.push(wf.workflowId);
@@ -33,6 +35,6 @@ export async function cancelLeftoverRun(client: Client, dataDir: string, options
     await new Promise((r) => setTimeout(r, 250));
     open = await runningIds(client, `${batch} AND WorkflowType="rollout"`);
   }
-  const still = open.length > 0 ? `; ${open.length} rollouts had not closed yet (the janitor reaps their sandboxes)` : '; their sandboxes were torn down';
-  return `batch ${marker.batchId} was interrupted (started ${marker.startedAt} by pid ${marker.process.pid}): cancelled what it left open (${groups.length} groups, ${rollouts.length} rollouts)${still}`;
+  const still = open.length > 0 ? `; ${count(open.length, 'rollout')} had not closed yet (the janitor reaps their sandboxes)` : '; their sandboxes were torn down';
+  return `batch ${marker.batchId} was interrupted (started ${marker.startedAt} by pid ${marker.process.pid}): cancelled what it left open (${count(groups.length, 'group')}, ${count(rollouts.length, 'rollout')})${still}`;
 }
