@@ -154,7 +154,7 @@ describe('Ctrl-C on rollout run', { timeout: 600_000 }, () => {
       // The first Ctrl-C's cancel may already have closed everything before the second one (then nothing is
       // left and nothing is said); whatever was left open is cancelled and torn down, never left to the janitor.
       if (/batch int-twice was interrupted/.test(next.stderr())) {
-        assert.match(next.stderr(), /batch int-twice was interrupted .*: cancelled what it left open \([01] groups?, [12] rollouts?\); their sandboxes were torn down/);
+        assert.match(next.stderr(), /batch int-twice was interrupted .*: cancelled what it left open \([01] groups?, [012] rollouts?\); their sandboxes were torn down/);
       }
       await noTrace(sandboxRoot, 'after the next start');
       assert.deepEqual(processesMentioning(data), [], 'no process of either run left');
