@@ -93,24 +93,28 @@ describe('the openai policy on a real model', { timeout: 1_800_000 }, () => {
         tasks: [join(examples, 'write-greeting'), join(examples, 'fix-median')],
         groupSize: 2,
         minValid: 1,
-        policy: policy(),
+        // Greedy: at 0.7 a 0.5B model sometimes writes no call at all in 4 rollouts (seen in CI), and
+        // this test is about the pipeline running what the model wrote, not about the model.
+        policy: policy({ temperature: 0 }),
         limits: { maxTurns: 4 },
       });
       assert.equal(groups.length, 2);
       const executed: string[] = [];
+      const seen: string[] = [];
       for (const group of groups) {
         assert.equal(group.rollouts.length, 2);
         for (const r of group.rollouts) {
           endedProperly(r);
           const turns = turnsOf(await loadTrajectory(h.store, r.trajectoryRef));
           for (const turn of turns) {
+            seen.push(`${group.taskId}: finish ${turn.policy.finishReason}, ${turn.tools.length} calls ${JSON.stringify(turn.tools.map((t) => [t.name, t.malformed, t.exitCode]))}, text ${JSON.stringify((turn.policy.assistant.content ?? '').slice(0, 120))}`);
             assert.match(turn.policy.model, /\.gguf$/, 'llama.cpp echoes the model file');
             assert.equal(turn.policy.toolCallParsers?.length ?? 0, turn.policy.assistant.tool_calls?.length ?? 0, 'every call says which parser read it');
             for (const tool of turn.tools) if (!tool.malformed && tool.exitCode !== null) executed.push(`${tool.name} ${tool.arguments}`);
           }
         }
       }
-      assert.ok(executed.length >= 1, 'at least one tool call the model wrote was parsed and run in a sandbox');
+      assert.ok(executed.length >= 1, `at least one tool call the model wrote was parsed and run in a sandbox; the turns:\n${seen.join('\n')}`);
       console.log(`real model: ${groups.map((g) => `${g.taskId} rewards ${JSON.stringify(g.rollouts.map((r) => r.reward))} outcomes ${g.rollouts.map((r) => r.outcomeType).join(',')}`).join('; ')}; ${executed.length} calls ran, e.g. ${executed[0]}`);
       assert.deepEqual(await h.provider.list(), [], 'every sandbox was torn down');
     } finally {
