@@ -13,7 +13,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
+import { launchChromium } from '../helpers/browser.js';
 import { submitBatch } from '../../client/submitBatch.js';
 import type { GroupResult } from '../../shared/pipeline.js';
 import { FaultyProvider } from '../helpers/faultyProvider.js';
@@ -53,10 +54,7 @@ before(async () => {
     taskQueues: h.taskQueues,
   });
   for await (const g of batch.results()) group = g;
-  browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launchChromium();
 });
 
 after(async () => {

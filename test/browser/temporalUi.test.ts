@@ -9,7 +9,8 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { chromium, type Browser } from 'playwright-core';
+import type { Browser } from 'playwright-core';
+import { launchChromium } from '../helpers/browser.js';
 import { buildReport } from '../../client/report/batchReport.js';
 import { reportHtml } from '../../client/report/reportHtml.js';
 import { submitBatch } from '../../client/submitBatch.js';
@@ -30,10 +31,7 @@ before(async () => {
   mkdirSync(output, { recursive: true });
   h = await startHarness('ui');
   await h.startWorkers();
-  browser = await chromium.launch({
-    executablePath: '/usr/bin/chromium',
-    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'],
-  });
+  browser = await launchChromium();
 });
 
 after(async () => {
