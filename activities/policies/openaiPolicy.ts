@@ -15,6 +15,7 @@ import type { PolicyClient, PolicyRequest, PolicyResponse } from './policyClient
 import { timedOutCall } from './generationBudget/timedOutCall.js';
 import { turnBudget } from './generationBudget/turnBudget.js';
 import { readToolCalls, toolCallParsersOf } from './toolCallParsing/readToolCalls.js';
+import { samplingFields } from './samplingFields.js';
 import { wireMessages } from './wireMessages.js';
 import { serverRoot, ServerEndpoints } from './tokens/serverEndpoints.js';
 import { renderServerPrompt, serverTurnTokens } from './tokens/serverTokenCapture.js';
@@ -62,11 +63,7 @@ export class OpenAIPolicy implements PolicyClient {
       messages: wireMessages(request.messages),
       tools: request.tools,
       tool_choice: 'auto',
-      ...(sampling.temperature !== undefined ? { temperature: sampling.temperature } : {}),
-      ...(sampling.top_p !== undefined ? { top_p: sampling.top_p } : {}),
-      max_tokens: budget.maxTokens,
-      // One seed per rollout and turn: reproducible, yet the rollouts of a group differ.
-      ...(sampling.seed !== undefined ? { seed: sampling.seed + request.rolloutIndex * 100_003 + request.attempt * 1_009 + request.turn } : {}),
+      ...samplingFields(sampling, budget.maxTokens, request),
       ...(sampling.logprobs ? { logprobs: true } : {}),
     };
     // Token ids for training (shared/tokens.ts): vLLM returns them on request, llama.cpp puts the id in each logprobs entry.

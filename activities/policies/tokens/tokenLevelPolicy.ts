@@ -17,14 +17,10 @@ import { nextPromptIds } from './nextPromptIds.js';
 import { postJson, serverRoot, ServerEndpoints } from './serverEndpoints.js';
 import { turnBudget } from '../generationBudget/turnBudget.js';
 import { readToolCalls, toolCallParsersOf } from '../toolCallParsing/readToolCalls.js';
+import { samplingFields } from '../samplingFields.js';
 import { wireMessages } from '../wireMessages.js';
 
 type OpenAIPolicyConfig = z.output<typeof OpenAIPolicySchema>;
-
-/** One seed per rollout, attempt and turn (the same spread as the chat-completions client). */
-export function turnSeed(seed: number, request: Pick<PolicyRequest, 'rolloutIndex' | 'attempt' | 'turn'>): number {
-  return seed + request.rolloutIndex * 100_003 + request.attempt * 1_009 + request.turn;
-}
 
 interface Completion {
   model?: string;
@@ -49,10 +45,7 @@ export class TokenLevelPolicy implements PolicyClient {
     const body = {
       model: this.config.model,
       prompt: prompt.ids,
-      ...(sampling.temperature !== undefined ? { temperature: sampling.temperature } : {}),
-      ...(sampling.top_p !== undefined ? { top_p: sampling.top_p } : {}),
-      max_tokens: budget.maxTokens,
-      ...(sampling.seed !== undefined ? { seed: turnSeed(sampling.seed, request) } : {}),
+      ...samplingFields(sampling, budget.maxTokens, request),
       logprobs: Math.max(1, topLogprobs),
       return_token_ids: true,
     };
