@@ -72,7 +72,6 @@ export class TokenLevelPolicy implements PolicyClient {
       model: parsed.model ?? this.config.model,
       finishReason: typeof choice.finish_reason === 'string' ? choice.finish_reason : null,
       usage: parsed.usage ?? null,
-      tokens: null,
       toolCallParsers: read.toolCallParsers,
       rawContent: text,
       turnTokens:
