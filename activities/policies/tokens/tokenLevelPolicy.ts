@@ -1,6 +1,6 @@
 /**
  * The openai policy in token-level mode: the pipeline builds the prompt ids
- * (nextPromptIds) and sends them to the server's /v1/completions, which
+ * (nextPromptIds, with the server's template or tokens.chatTemplate) and sends them to the server's /v1/completions, which
  * returns the completion ids and logprobs; tool calls are read from the text
  * by the configured text parsers (hermes-tags, then fenced-json, when the
  * setting names only `server`, which parses nothing here).
@@ -14,6 +14,7 @@ import type { OpenAIPolicySchema } from '../../../shared/pipeline.js';
 import type { PolicyClient, PolicyRequest, PolicyResponse } from '../policyClient.js';
 import { parseCompletionTokens } from './completionTokens.js';
 import { nextPromptIds } from './nextPromptIds.js';
+import { promptRenderer } from './chatTemplate/promptRenderer.js';
 import { postJson, serverRoot, ServerEndpoints } from './serverEndpoints.js';
 import { turnBudget } from '../generationBudget/turnBudget.js';
 import { readToolCalls, toolCallParsersOf } from '../toolCallParsing/readToolCalls.js';
@@ -39,7 +40,9 @@ export class TokenLevelPolicy implements PolicyClient {
     const topLogprobs = this.config.tokens.topLogprobs;
     const budget = turnBudget(this.config);
     const endpoints = new ServerEndpoints(serverRoot(this.config.baseUrl, this.config.tokens.serverUrl), budget.timeoutMs);
-    const prompt = await nextPromptIds(endpoints, wireMessages(request.messages), request.tools, request.previousTokens ?? null);
+    const renderer = promptRenderer(endpoints, this.config.tokens.chatTemplate);
+    const prompt = await nextPromptIds(endpoints, renderer.render, wireMessages(request.messages), request.tools, request.previousTokens ?? null);
+    const template = await renderer.template();
     const apiKey = this.env[this.config.apiKeyEnv];
     const url = `${this.config.baseUrl.replace(/\/+$/, '')}/completions`;
     const body = {
@@ -77,7 +80,7 @@ export class TokenLevelPolicy implements PolicyClient {
       turnTokens:
         'missing' in completion
           ? { reason: completion.missing }
-          : { source: 'pipeline', promptIds: prompt.ids, completionIds: completion.ids, completionLogprobs: completion.logprobs, ...(completion.top ? { topLogprobs: completion.top } : {}) },
+          : { source: 'pipeline', promptIds: prompt.ids, completionIds: completion.ids, completionLogprobs: completion.logprobs, ...(completion.top ? { topLogprobs: completion.top } : {}), ...(template ? { chatTemplate: template } : {}) },
       ...(prompt.problem ? { promptProblem: prompt.problem } : {}),
     };
   }
