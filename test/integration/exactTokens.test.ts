@@ -117,8 +117,9 @@ describe('exact tokens and policy versions', { timeout: 900_000 }, () => {
         assert.ok(record?.turnTokens && 'promptIds' in record.turnTokens);
         const t = record.turnTokens;
         const raw = { prompt_token_ids: t.promptIds, token_ids: t.completionIds, logprobs: { content: t.completionIds.map((id, i) => ({ id, logprob: t.completionLogprobs[i] })) } };
-        const { turnTokens: _dropped, ...rest } = record;
-        await h.store.put(rewritten.trajectoryRef, name, shape === 'both' ? { ...record, tokens: raw } : { ...rest, tokens: raw });
+        const legacy: Partial<PolicyTurnRecord> = { ...record, tokens: raw };
+        if (shape === 'raw only') delete legacy.turnTokens;
+        await h.store.put(rewritten.trajectoryRef, name, legacy);
       }
       assert.deepEqual((await groupSamples(h.store, group)).samples, before, 'old-shape records export the same samples');
       // A Python trainer reads the same file into padded arrays (examples/python-trainer/load_export.py).
@@ -134,6 +135,40 @@ describe('exact tokens and policy versions', { timeout: 900_000 }, () => {
       assert.deepEqual(loaded.integrity, ['ok']);
     } finally {
       await server.close();
+    }
+  });
+
+  test('the Python package (python/rollout_export) pulls a batch through `rollout export`, checks every sample and leaves broken rollouts out, tested from Python', async () => {
+    const python = process.env.ROLLOUT_TRAINER_PYTHON;
+    assert.ok(python, 'ROLLOUT_TRAINER_PYTHON is set by scripts/setup.sh test (scripts/ensure-trainer-venv.sh)');
+    const installed = spawnSync(python, ['-c', 'import rollout_export'], { encoding: 'utf8' });
+    assert.equal(installed.status, 0, `${python} has no rollout_export: run scripts/ensure-trainer-venv.sh and use the python it prints\n${installed.stderr}`);
+    const okServer = await startScriptedOpenAIServer(threeTurns, { tokens: scriptedTokens().tokens });
+    const brokenServer = await startScriptedOpenAIServer(threeTurns, { tokens: scriptedTokens({ reRenderTurn: 0 }).tokens });
+    try {
+      const ok = await run(okServer.baseUrl);
+      const broken = await run(brokenServer.baseUrl);
+      assert.ok(broken.group.rollouts.every((r) => r.tokenIntegrity?.status === 'broken'));
+      const expected = join(mkdtempSync(join(tmpdir(), 'export-')), 'expected.jsonl');
+      assert.equal((await exportBatch(h.client, h.store, ok.batchId, expected)).exported, 2);
+      const py = spawnSync(python, ['-m', 'unittest', 'discover', '-v', '-s', join(root, 'python/rollout_export/tests')], {
+        encoding: 'utf8',
+        timeout: 600_000,
+        env: {
+          ...process.env,
+          ROLLOUT_EXPORT_OK_BATCH: ok.batchId,
+          ROLLOUT_EXPORT_BROKEN_BATCH: broken.batchId,
+          ROLLOUT_EXPORT_TRAJECTORIES: join(h.scratch, 'trajectories'),
+          ROLLOUT_EXPORT_EXPECTED: expected,
+          ROLLOUT_CLI: `${process.execPath} ${join(root, 'client/bin/rollout.js')}`,
+        },
+      });
+      assert.equal(py.status, 0, py.stderr);
+      assert.match(py.stderr, /Ran 4 tests/);
+      assert.doesNotMatch(py.stderr, /skipped/, 'every Python test ran');
+    } finally {
+      await okServer.close();
+      await brokenServer.close();
     }
   });
 
