@@ -28,6 +28,7 @@ import { reapSandboxes, type OwnerStatus, type ReapReport } from './reaper/reapS
 import { OpenAIPolicy } from './policies/openaiPolicy.js';
 import { TokenLevelPolicy } from './policies/tokens/tokenLevelPolicy.js';
 import { turnIntegrity, type TurnTokenStatus } from './policies/tokens/turnIntegrity.js';
+import { turnTokensOf } from './policies/tokens/turnTokensOf.js';
 import type { PolicyClient } from './policies/policyClient.js';
 import { ScriptedPolicy } from './policies/scriptedPolicy.js';
 import type { RolloutRecord, TrajectoryStore } from './store/trajectoryStore.js';
@@ -256,6 +257,7 @@ export function createActivities(deps: ActivityDeps) {
       const model = input.policy.kind === 'scripted' ? `scripted:${input.policy.script}` : input.policy.model;
       const log = activityLog(deps.logger, input);
       const previous = input.turn > 0 ? await deps.store.get<PolicyTurnRecord>(input.trajectoryRef, policyName(input.attempt, input.turn - 1)) : undefined;
+      const previousTokens = previous ? turnTokensOf(previous) : undefined;
       const started = performance.now();
       let response;
       try {
@@ -266,7 +268,7 @@ export function createActivities(deps: ActivityDeps) {
           rolloutIndex: input.rolloutIndex,
           attempt: input.attempt,
           turn: input.turn,
-          previousTokens: previous?.turnTokens && 'promptIds' in previous.turnTokens ? previous.turnTokens : null,
+          previousTokens: previousTokens && 'promptIds' in previousTokens ? previousTokens : null,
         });
       } catch (err) {
         const failure = failureLabel(err);
@@ -276,7 +278,7 @@ export function createActivities(deps: ActivityDeps) {
       }
       const latencyMs = performance.now() - started;
       metrics.policyCall(model, latencyMs);
-      const integrity = turnIntegrity(response.turnTokens ?? (input.policy.kind === 'scripted' ? { reason: 'a scripted policy generates no tokens' } : undefined), previous?.turnTokens, input.turn === 0, response.promptProblem);
+      const integrity = turnIntegrity(response.turnTokens ?? (input.policy.kind === 'scripted' ? { reason: 'a scripted policy generates no tokens' } : undefined), previousTokens, input.turn === 0, response.promptProblem);
       const record: PolicyTurnRecord = { turn: input.turn, latencyMs, ...response, policyVersion: input.policyVersion ?? 0, prefixCheck: integrity.prefixCheck };
       if (integrity.status.status === 'broken') log.warn({ position: integrity.status.position, reason: integrity.status.reason }, 'token prefix break: this turn will not train');
       await deps.store.put(input.trajectoryRef, policyName(input.attempt, input.turn), record);

@@ -5,6 +5,7 @@
  * trainer needs to build training samples from a group result.
  */
 import type { AttemptMeta, PolicyTurnRecord, ToolTurnRecord } from '../activities/agent/conversation.js';
+import { turnTokensOf } from '../activities/policies/tokens/turnTokensOf.js';
 import { attemptPrefix, type TrajectoryStore } from '../activities/store/trajectoryStore.js';
 
 export interface TrajectoryTurn {
@@ -27,8 +28,11 @@ export async function loadAttempt(store: TrajectoryStore, ref: string, attempt: 
   const names = await store.list(ref, prefix);
   const turns: TrajectoryTurn[] = [];
   for (const name of names.filter((n) => n.endsWith('.policy.json'))) {
-    const policy = await store.get<PolicyTurnRecord>(ref, name);
-    if (!policy) continue;
+    const stored = await store.get<PolicyTurnRecord>(ref, name);
+    if (!stored) continue;
+    // Records of either shape (tokens/turnTokensOf.ts) come back with their ids in turnTokens.
+    const ids = turnTokensOf(stored);
+    const policy: PolicyTurnRecord = ids ? { ...stored, turnTokens: ids } : stored;
     const toolNames = names.filter((n) => n.startsWith(name.replace('.policy.json', '.tool-')));
     const tools: ToolTurnRecord[] = [];
     for (const t of toolNames) {

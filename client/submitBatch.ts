@@ -14,6 +14,7 @@ import { ROLLOUT_BATCH, ROLLOUT_TASK_ID, ROLLOUT_TASK_VERSION } from '../shared/
 import { ClassifiedError } from '../shared/failures.js';
 import type { rolloutGroup } from '../workflows/rolloutGroup.js';
 import { addressOf, serverWait, type ServerWait } from './outage/serverWait.js';
+import { ChatTemplateError, loadChatTemplate } from './chatTemplate/loadChatTemplate.js';
 
 export type SubmitBatchOptions = Omit<GroupInput, 'task'> & {
   /** Task directories (Harbor format). */
@@ -67,11 +68,24 @@ function groupDetails(input: ResolvedGroupInput): string {
   ].join('\n');
 }
 
+/** A chat template given as a file path is read and checked once, here, and carried as text with its sha256. */
+function withChatTemplate(policy: SubmitBatchOptions['policy']): SubmitBatchOptions['policy'] {
+  const template = policy.kind === 'openai' ? policy.tokens?.chatTemplate : undefined;
+  if (policy.kind !== 'openai' || typeof template !== 'string') return policy;
+  try {
+    return { ...policy, tokens: { ...policy.tokens, chatTemplate: loadChatTemplate(template) } };
+  } catch (err) {
+    if (err instanceof ChatTemplateError) throw new BatchInputError(`policy.tokens.chatTemplate: ${err.message}`);
+    throw err;
+  }
+}
+
 /** Validates options for every task and returns the workflow inputs, or throws BatchInputError naming the problem. */
 export function resolveBatch(options: SubmitBatchOptions): ResolvedGroupInput[] {
   if (options.tasks.length === 0) throw new BatchInputError('no tasks: pass at least one task directory');
   const { tasks, ...shared } = options;
   const seen = new Set<string>();
+  const policy = withChatTemplate(shared.policy);
   return tasks.map((dir) => {
     let task;
     try {
@@ -82,7 +96,7 @@ export function resolveBatch(options: SubmitBatchOptions): ResolvedGroupInput[] 
     }
     if (seen.has(task.id)) throw new BatchInputError(`task id ${task.id} appears twice in the batch (${dir}); task directory names must be unique`);
     seen.add(task.id);
-    const parsed = GroupInputSchema.safeParse({ ...shared, task: { id: task.id, dir: task.dir, version: task.version } });
+    const parsed = GroupInputSchema.safeParse({ ...shared, policy, task: { id: task.id, dir: task.dir, version: task.version } });
     if (!parsed.success) {
       throw new BatchInputError(parsed.error.issues.map((i) => `${i.path.join('.') || 'batch'}: ${i.message}`).join('; '));
     }

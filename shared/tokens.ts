@@ -19,6 +19,20 @@ import { z } from 'zod';
 export const TokenModeSchema = z.enum(['server', 'pipeline', 'off']);
 export type TokenMode = z.infer<typeof TokenModeSchema>;
 
+/**
+ * The chat template the pipeline renders with in `pipeline` mode, as the workflow input carries
+ * it: the file it was read from, its sha256 (recorded in the experiment record and on every turn)
+ * and its text. The client (submitBatch, `rollout run --chat-template`) reads and checks the file.
+ */
+export const ChatTemplateSchema = z
+  .object({
+    file: z.string().min(1),
+    sha256: z.string().regex(/^[0-9a-f]{64}$/, { error: 'a sha256 is 64 lowercase hex digits' }),
+    text: z.string().min(1),
+  })
+  .strict();
+export type ChatTemplate = z.output<typeof ChatTemplateSchema>;
+
 export const TokenCaptureSchema = z
   .object({
     mode: TokenModeSchema.default('server'),
@@ -29,8 +43,17 @@ export const TokenCaptureSchema = z
     serverUrl: z.url().optional(),
     /** Top alternatives kept per generated token (0: only the chosen token's logprob). */
     topLogprobs: z.number().int().min(0).max(20).default(0),
+    /**
+     * `pipeline` mode only: the chat template to render prompts with instead of the server's. Give a
+     * file path (a Jinja chat template; submitBatch reads and checks it) or the resolved form.
+     */
+    chatTemplate: z.union([z.string().min(1), ChatTemplateSchema]).optional(),
   })
-  .strict();
+  .strict()
+  .refine((t) => t.chatTemplate === undefined || t.mode === 'pipeline', {
+    error: 'chatTemplate is what the pipeline renders prompts with, so it needs tokens.mode "pipeline" (in server mode the server renders with its own template)',
+    path: ['chatTemplate'],
+  });
 export type TokenCapture = z.output<typeof TokenCaptureSchema>;
 
 /** Where a turn's ids came from. */
@@ -51,6 +74,8 @@ export interface TurnTokens {
   completionLogprobs: number[];
   /** Per completion id, the top alternatives when asked for (topLogprobs > 0). */
   topLogprobs?: { id: number; logprob: number }[][];
+  /** Pipeline mode: the template the prompt was rendered with (configured: tokens.chatTemplate; server: the one /props reports). */
+  chatTemplate?: { source: 'configured' | 'server'; sha256: string; file?: string };
 }
 
 /** Why a turn has no token ids. */

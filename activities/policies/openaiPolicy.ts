@@ -4,7 +4,9 @@
  * retried by Temporal on the policy queue (5xx, 429 honouring retry-after,
  * refused connections, timeouts, malformed responses); a context overflow is
  * the model's; a rejected request (bad model name, bad key) fails fast.
- * Token ids and logprobs are kept when the server returns them.
+ * Token ids and logprobs are asked for and kept in turnTokens (tokens/);
+ * when they cannot be had (tokens.mode off, a server without ids), what the
+ * server volunteers is kept raw in `tokens`.
  */
 import { ApplicationFailure } from '@temporalio/common';
 import type { z } from 'zod';
@@ -15,6 +17,7 @@ import type { PolicyClient, PolicyRequest, PolicyResponse } from './policyClient
 import { timedOutCall } from './generationBudget/timedOutCall.js';
 import { turnBudget } from './generationBudget/turnBudget.js';
 import { readToolCalls, toolCallParsersOf } from './toolCallParsing/readToolCalls.js';
+import { samplingFields } from './samplingFields.js';
 import { wireMessages } from './wireMessages.js';
 import { serverRoot, ServerEndpoints } from './tokens/serverEndpoints.js';
 import { renderServerPrompt, serverTurnTokens } from './tokens/serverTokenCapture.js';
@@ -62,11 +65,7 @@ export class OpenAIPolicy implements PolicyClient {
       messages: wireMessages(request.messages),
       tools: request.tools,
       tool_choice: 'auto',
-      ...(sampling.temperature !== undefined ? { temperature: sampling.temperature } : {}),
-      ...(sampling.top_p !== undefined ? { top_p: sampling.top_p } : {}),
-      max_tokens: budget.maxTokens,
-      // One seed per rollout and turn: reproducible, yet the rollouts of a group differ.
-      ...(sampling.seed !== undefined ? { seed: sampling.seed + request.rolloutIndex * 100_003 + request.attempt * 1_009 + request.turn } : {}),
+      ...samplingFields(sampling, budget.maxTokens, request),
       ...(sampling.logprobs ? { logprobs: true } : {}),
     };
     // Token ids for training (shared/tokens.ts): vLLM returns them on request, llama.cpp puts the id in each logprobs entry.
@@ -118,10 +117,14 @@ export class OpenAIPolicy implements PolicyClient {
     }));
     const read = readToolCalls({ content: choice.message.content ?? null, serverCalls: toolCalls }, toolCallParsersOf(this.config.toolCallParser), (i) => `call_${request.turn}_${i}`);
     const assistant: AssistantMessage = read.assistant;
-    const tokens: Record<string, unknown> = {};
-    if (sampling.logprobs && choice.logprobs !== undefined && choice.logprobs !== null) tokens.logprobs = choice.logprobs;
-    if (choice.token_ids !== undefined) tokens.token_ids = choice.token_ids;
-    if (parsed.prompt_token_ids !== undefined) tokens.prompt_token_ids = parsed.prompt_token_ids;
+    const turnTokens = capture ? serverTurnTokens(parsed as unknown as Record<string, unknown>, choice, await rendered, this.config.tokens.topLogprobs) : undefined;
+    // Ids and logprobs live in turnTokens alone; when it has none (tokens.mode off, a server that sends no ids) what the server volunteered is kept as it came.
+    const raw: Record<string, unknown> = {};
+    if (!turnTokens || !('promptIds' in turnTokens)) {
+      if (sampling.logprobs && choice.logprobs !== undefined && choice.logprobs !== null) raw.logprobs = choice.logprobs;
+      if (choice.token_ids !== undefined) raw.token_ids = choice.token_ids;
+      if (parsed.prompt_token_ids !== undefined) raw.prompt_token_ids = parsed.prompt_token_ids;
+    }
     const reasoning = choice.message.reasoning_content ?? choice.message.reasoning;
     return {
       assistant,
@@ -129,9 +132,9 @@ export class OpenAIPolicy implements PolicyClient {
       model: parsed.model ?? this.config.model,
       finishReason: choice.finish_reason ?? null,
       usage: parsed.usage ?? null,
-      tokens: Object.keys(tokens).length > 0 ? tokens : null,
+      ...(Object.keys(raw).length > 0 ? { tokens: raw } : {}),
       toolCallParsers: read.toolCallParsers,
-      ...(capture ? { turnTokens: serverTurnTokens(parsed as unknown as Record<string, unknown>, choice, await rendered, this.config.tokens.topLogprobs) } : {}),
+      ...(turnTokens ? { turnTokens } : {}),
       ...(read.rawContent !== undefined ? { rawContent: read.rawContent } : {}),
     };
   }

@@ -19,7 +19,12 @@ export interface PolicyResponse {
   model: string;
   finishReason: string | null;
   usage: Record<string, number> | null;
-  tokens: Record<string, unknown> | null;
+  /**
+   * Token fields as the server sent them (logprobs, token_ids, prompt_token_ids), kept only when
+   * no turnTokens is recorded (tokens.mode off). Records written before 2026-12-01 carry them
+   * beside turnTokens too (the same data twice); read ids through turnTokensOf (tokens/turnTokensOf.ts).
+   */
+  tokens?: Record<string, unknown> | null;
   /** The model's reasoning when the server returns it apart from the content (`reasoning_content`, `reasoning`); kept in the trajectory, never sent back to the model. */
   reasoning?: string;
   /** The prompt ids the server saw, the completion ids and their logprobs; or why there are none. */

@@ -35,7 +35,7 @@ export class ScriptedPolicy implements PolicyClient {
   constructor(private readonly script: Script) {}
 
   async next(request: PolicyRequest): Promise<PolicyResponse> {
-    return { assistant: this.decide(request), model: `scripted:${this.script}`, finishReason: 'tool_calls', usage: null, tokens: null };
+    return { assistant: this.decide(request), model: `scripted:${this.script}`, finishReason: 'tool_calls', usage: null };
   }
 
   private decide({ task, turn, rolloutIndex }: PolicyRequest): AssistantMessage {

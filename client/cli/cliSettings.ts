@@ -50,7 +50,7 @@ type Script = (typeof SCRIPTS)[number];
 /** `scripted:<script>` or `openai` (with --base-url and --model). */
 export function parsePolicy(
   value: string,
-  options: { baseUrl?: string; model?: string; temperature?: string; seed?: string; apiKeyEnv?: string; maxTokens?: string; requestTimeoutMs?: string; toolCallParser?: string; tokenMode?: string },
+  options: { baseUrl?: string; model?: string; temperature?: string; seed?: string; apiKeyEnv?: string; maxTokens?: string; requestTimeoutMs?: string; toolCallParser?: string; tokenMode?: string; chatTemplate?: string },
 ): PolicyConfig {
   if (value.startsWith('scripted:')) {
     const script = value.slice('scripted:'.length);
@@ -76,6 +76,7 @@ export function parsePolicy(
       throw new UsageError(`--token-mode ${JSON.stringify(options.tokenMode)}: use ${modes.join(', ')} (server asks the server for ids, pipeline renders and sends token ids itself, off asks for none)`);
     }
     const tokenMode = options.tokenMode as (typeof modes)[number] | undefined;
+    if (options.chatTemplate !== undefined && tokenMode !== 'pipeline') throw new UsageError(`--chat-template ${options.chatTemplate} is what the pipeline renders prompts with: add --token-mode pipeline (in server mode the server renders with its own template)`);
     return {
       kind: 'openai',
       baseUrl: options.baseUrl,
@@ -84,7 +85,7 @@ export function parsePolicy(
       sampling: { ...(temperature !== undefined ? { temperature } : {}), ...(seed !== undefined ? { seed } : {}), ...(maxTokens !== undefined ? { max_tokens: maxTokens } : {}) },
       ...(requestTimeoutMs !== undefined ? { requestTimeoutMs } : {}),
       ...(parsers ? { toolCallParser: parsers } : {}),
-      ...(tokenMode ? { tokens: { mode: tokenMode } } : {}),
+      ...(tokenMode ? { tokens: { mode: tokenMode, ...(options.chatTemplate !== undefined ? { chatTemplate: options.chatTemplate } : {}) } } : {}),
     };
   }
   throw new UsageError(`--policy ${JSON.stringify(value)}: use ${SCRIPTS.map((name) => `scripted:${name}`).join(', ')} or openai`);

@@ -36,6 +36,8 @@ export const runUsage = `rollout run --tasks DIR... [--group-size N] [--policy P
   --token-mode MODE         token ids per turn for training: server (default: asked from the server),
                             pipeline (the pipeline renders the prompt and sends token ids: exact prefixes
                             on llama.cpp), off (for APIs that refuse the extra fields); see rollout export
+  --chat-template FILE      with --token-mode pipeline: the Jinja chat template to render prompts with instead
+                            of the server's (checked before anything starts; its sha256 is on every turn)
   --max-turns N, --verify in-place|clean-room, --min-valid N
   --out FILE     JSONL of rollouts (default <data-dir>/results/<batch>.jsonl)
   --embedded     start a local Temporal dev server and workers first (state in <data-dir>/temporal.sqlite)
@@ -80,6 +82,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       'api-key-env': { type: 'string' },
       'max-tokens': { type: 'string' },
       'token-mode': { type: 'string' },
+      'chat-template': { type: 'string' },
       'request-timeout-ms': { type: 'string' },
       'tool-call-parser': { type: 'string' },
       'batch-id': { type: 'string' },
@@ -118,6 +121,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       ...(values['request-timeout-ms'] ? { requestTimeoutMs: values['request-timeout-ms'] } : {}),
       ...(values['tool-call-parser'] ? { toolCallParser: values['tool-call-parser'] } : {}),
       ...(values['token-mode'] ? { tokenMode: values['token-mode'] } : {}),
+      ...(values['chat-template'] ? { chatTemplate: values['chat-template'] } : {}),
     }),
     ...(values['max-turns'] ? { limits: { maxTurns: int('max-turns', values['max-turns'], 30) } } : {}),
     ...(verify ? { verifyMode: verify } : {}),

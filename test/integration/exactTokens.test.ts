@@ -85,6 +85,7 @@ describe('exact tokens and policy versions', { timeout: 900_000 }, () => {
         assert.deepEqual(r.policyVersions, [0, 0, 0]);
         const turn1 = await h.store.get<PolicyTurnRecord>(r.trajectoryRef, 'attempt-00/turn-0001.policy.json');
         assert.ok(turn1?.turnTokens && 'promptIds' in turn1.turnTokens && turn1.turnTokens.source === 'server');
+        assert.equal(turn1.tokens, undefined, 'the ids and logprobs are stored once, in turnTokens, not also as the raw server fields');
         assert.deepEqual(turn1.prefixCheck, { ok: true });
         assert.equal(turn1.policyVersion, 0);
       }
@@ -106,6 +107,21 @@ describe('exact tokens and policy versions', { timeout: 900_000 }, () => {
         assert.deepEqual(s.input_ids, [...last.turnTokens.promptIds, ...last.turnTokens.completionIds]);
         assert.equal(s.loss_mask.filter((m) => m === 1).length, s.completion_spans.reduce((n, span) => n + (span ? span[1] - span[0] : 0), 0));
       }
+      // Records written before the raw fields were dropped read the same: both fields (the same ids twice), or only the raw vLLM fields.
+      const rewritten = group.rollouts[0];
+      assert.ok(rewritten);
+      const before = (await groupSamples(h.store, group)).samples;
+      for (const [shape, turn] of [['both', 0], ['raw only', 1], ['raw only', 2]] as const) {
+        const name = `attempt-00/turn-${String(turn).padStart(4, '0')}.policy.json`;
+        const record = await h.store.get<PolicyTurnRecord>(rewritten.trajectoryRef, name);
+        assert.ok(record?.turnTokens && 'promptIds' in record.turnTokens);
+        const t = record.turnTokens;
+        const raw = { prompt_token_ids: t.promptIds, token_ids: t.completionIds, logprobs: { content: t.completionIds.map((id, i) => ({ id, logprob: t.completionLogprobs[i] })) } };
+        const legacy: Partial<PolicyTurnRecord> = { ...record, tokens: raw };
+        if (shape === 'raw only') delete legacy.turnTokens;
+        await h.store.put(rewritten.trajectoryRef, name, legacy);
+      }
+      assert.deepEqual((await groupSamples(h.store, group)).samples, before, 'old-shape records export the same samples');
       // A Python trainer reads the same file into padded arrays (examples/python-trainer/load_export.py).
       const python = process.env.ROLLOUT_TRAINER_PYTHON;
       assert.ok(python, 'ROLLOUT_TRAINER_PYTHON is set by scripts/setup.sh (run the tests through `bash scripts/with-env.sh npm test`)');
@@ -119,6 +135,40 @@ describe('exact tokens and policy versions', { timeout: 900_000 }, () => {
       assert.deepEqual(loaded.integrity, ['ok']);
     } finally {
       await server.close();
+    }
+  });
+
+  test('the Python package (python/rollout_export) pulls a batch through `rollout export`, checks every sample and leaves broken rollouts out, tested from Python', async () => {
+    const python = process.env.ROLLOUT_TRAINER_PYTHON;
+    assert.ok(python, 'ROLLOUT_TRAINER_PYTHON is set by scripts/setup.sh test (scripts/ensure-trainer-venv.sh)');
+    const installed = spawnSync(python, ['-c', 'import rollout_export'], { encoding: 'utf8' });
+    assert.equal(installed.status, 0, `${python} has no rollout_export: run scripts/ensure-trainer-venv.sh and use the python it prints\n${installed.stderr}`);
+    const okServer = await startScriptedOpenAIServer(threeTurns, { tokens: scriptedTokens().tokens });
+    const brokenServer = await startScriptedOpenAIServer(threeTurns, { tokens: scriptedTokens({ reRenderTurn: 0 }).tokens });
+    try {
+      const ok = await run(okServer.baseUrl);
+      const broken = await run(brokenServer.baseUrl);
+      assert.ok(broken.group.rollouts.every((r) => r.tokenIntegrity?.status === 'broken'));
+      const expected = join(mkdtempSync(join(tmpdir(), 'export-')), 'expected.jsonl');
+      assert.equal((await exportBatch(h.client, h.store, ok.batchId, expected)).exported, 2);
+      const py = spawnSync(python, ['-m', 'unittest', 'discover', '-v', '-s', join(root, 'python/rollout_export/tests')], {
+        encoding: 'utf8',
+        timeout: 600_000,
+        env: {
+          ...process.env,
+          ROLLOUT_EXPORT_OK_BATCH: ok.batchId,
+          ROLLOUT_EXPORT_BROKEN_BATCH: broken.batchId,
+          ROLLOUT_EXPORT_TRAJECTORIES: join(h.scratch, 'trajectories'),
+          ROLLOUT_EXPORT_EXPECTED: expected,
+          ROLLOUT_CLI: `${process.execPath} ${join(root, 'client/bin/rollout.js')}`,
+        },
+      });
+      assert.equal(py.status, 0, py.stderr);
+      assert.match(py.stderr, /Ran 4 tests/);
+      assert.doesNotMatch(py.stderr, /skipped/, 'every Python test ran');
+    } finally {
+      await okServer.close();
+      await brokenServer.close();
     }
   });
 

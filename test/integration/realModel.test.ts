@@ -107,11 +107,11 @@ describe('the openai policy on a real model', { timeout: 1_800_000 }, () => {
           endedProperly(r);
           const turns = turnsOf(await loadTrajectory(h.store, r.trajectoryRef));
           for (const turn of turns) {
-            seen.push(`${group.taskId}: finish ${turn.policy.finishReason}, ${turn.tools.length} calls ${JSON.stringify(turn.tools.map((t) => [t.name, t.malformed, t.exitCode]))}, text ${JSON.stringify((turn.policy.assistant.content ?? '').slice(0, 120))}`);
+            seen.push(`${group.taskId}: finish ${turn.policy.finishReason}, ${turn.tools.length} calls ${JSON.stringify(turn.tools.map((t) => [t.name, t.malformed, t.exitCode, t.observation.slice(0, 60)]))}, text ${JSON.stringify((turn.policy.assistant.content ?? '').slice(0, 120))}`);
             assert.match(turn.policy.model, /\.gguf$/, 'llama.cpp echoes the model file');
             assert.equal(turn.policy.toolCallParsers?.length ?? 0, turn.policy.assistant.tool_calls?.length ?? 0, 'every call says which parser read it');
-            // bash, read_file and write_file all act in the sandbox; only bash has an exit code.
-            for (const tool of turn.tools) if (!tool.malformed && tool.name !== 'submit') executed.push(`${tool.name} ${tool.arguments}`);
+            // Run in the sandbox: bash has an exit code; read_file/write_file have none and say `error: ...` when they could not be done.
+            for (const tool of turn.tools) if (!tool.malformed && tool.name !== 'submit' && (tool.name === 'bash' ? tool.exitCode !== null : !tool.observation.startsWith('error:'))) executed.push(`${tool.name} ${tool.arguments}`);
           }
         }
       }

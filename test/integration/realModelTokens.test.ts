@@ -11,6 +11,9 @@
  * it depends on what the model writes). Skipped without ROLLOUT_MODEL_GGUF.
  */
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -23,6 +26,7 @@ import type { TokenMode, TurnTokens } from '../../shared/tokens.js';
 import { SYSTEM_PROMPT } from '../../activities/agent/conversation.js';
 import { TOOL_SCHEMAS, type ChatMessage } from '../../shared/tools.js';
 import { wireMessages } from '../../activities/policies/wireMessages.js';
+import { ConfiguredTemplate } from '../../activities/policies/tokens/chatTemplate/configuredTemplate.js';
 import type { RunningLlamaServer } from '../../workers/inference/llamaServer.js';
 import { startHarness, type Harness } from '../helpers/pipelineHarness.js';
 import { skipWithoutModel, startTestLlamaServer, TEST_MODEL_NAME } from '../helpers/llamaServer.js';
@@ -32,6 +36,7 @@ let h: Harness;
 let llama: RunningLlamaServer;
 let root: string;
 let seq = 0;
+const sha256 = (text: string): string => createHash('sha256').update(text).digest('hex');
 
 before(async () => {
   if (skipWithoutModel) return;
@@ -55,7 +60,7 @@ async function post<T>(path: string, body: unknown): Promise<T> {
 const detokenize = async (ids: number[]): Promise<string> => (await post<{ content: string }>('/detokenize', { tokens: ids })).content;
 const render = async (messages: ChatMessage[]): Promise<string> => (await post<{ prompt: string }>('/apply-template', { messages: wireMessages(messages), tools: TOOL_SCHEMAS })).prompt;
 
-async function run(mode: TokenMode): Promise<GroupResult> {
+async function run(mode: TokenMode, chatTemplate?: string): Promise<GroupResult> {
   const policy: PolicyConfig = {
     kind: 'openai',
     baseUrl: llama.baseUrl,
@@ -63,9 +68,9 @@ async function run(mode: TokenMode): Promise<GroupResult> {
     sampling: { seed: 3, temperature: 0.7, max_tokens: 160 },
     requestTimeoutMs: 240_000,
     toolCallParser: ['server', 'fenced-json', 'hermes-tags', 'bare-json'],
-    tokens: { mode },
+    tokens: { mode, ...(chatTemplate ? { chatTemplate } : {}) },
   };
-  const batch = await submitBatch(h.client, { batchId: `real-tok-${mode}-${Date.now()}-${seq++}`, taskQueues: h.taskQueues, tasks: [join(examples, 'write-greeting')], groupSize: 2, minValid: 1, policy, limits: { maxTurns: 3 } });
+  const batch = await submitBatch(h.client, { batchId: `real-tok-${mode}${chatTemplate ? '-tmpl' : ''}-${Date.now()}-${seq++}`, taskQueues: h.taskQueues, tasks: [join(examples, 'write-greeting')], groupSize: 2, minValid: 1, policy, limits: { maxTurns: 3 } });
   for await (const group of batch.results()) return group;
   throw new Error('no group result');
 }
@@ -94,6 +99,8 @@ describe('exact tokens on a real model', { timeout: 1_800_000 }, () => {
         const t = turn.policy.turnTokens as TurnTokens;
         assert.ok(t && 'promptIds' in t, `turn ${k} has ids`);
         assert.equal(t.source, 'pipeline');
+        // Rendered with the server's template: recorded as /props reports it (llama.cpp drops the file's trailing newline).
+        assert.deepEqual(t.chatTemplate, { source: 'server', sha256: sha256(readFileSync(llama.template.file, 'utf8').trimEnd()) });
         assert.ok(t.completionIds.length > 0 && t.completionLogprobs.length === t.completionIds.length, `turn ${k}: a logprob per generated token`);
         assert.ok(t.completionLogprobs.every((lp) => Number.isFinite(lp) && lp <= 0));
         // What the model wrote, id for id: the text it generated, plus its end-of-turn token when it stopped on one.
@@ -115,6 +122,44 @@ describe('exact tokens on a real model', { timeout: 1_800_000 }, () => {
       assert.equal(await detokenize(s.input_ids), expected, 'detokenized input_ids are the rendered conversation');
     }
     console.log(`real model, token-level: rewards ${JSON.stringify(group.rollouts.map((r) => r.reward))}, ${samples.map((s) => `${s.input_ids.length} ids / ${s.loss_mask.filter((m) => m === 1).length} generated`).join(', ')}`);
+  });
+
+  test('token-level mode with a configured chat template: prompts are rendered with it, its sha256 is in the experiment record and on every turn, samples pass', { skip: skipWithoutModel }, async () => {
+    // The server's own template with a line of ours in the system turn: the prompts must carry it, the server's template does not.
+    const marker = 'Configured-template marker: answer with one tool call per turn.';
+    const served = readFileSync(llama.template.file, 'utf8');
+    const text = served.replaceAll("{{- messages[0]['content'] }}", `{{- messages[0]['content'] }}\n${marker}`);
+    assert.notEqual(text, served, "the served template renders the system message with {{- messages[0]['content'] }}");
+    const file = join(mkdtempSync(join(tmpdir(), 'chat-template-')), 'qwen-marked.jinja');
+    writeFileSync(file, text);
+    const group = await run('pipeline', file);
+    const digest = sha256(text);
+    const { samples, excluded } = await groupSamples(h.store, group);
+    const valid = group.rollouts.filter((r) => r.valid);
+    assert.ok(valid.length > 0, `no valid rollout: ${JSON.stringify(group.rollouts.map((r) => r.attemptHistory))}`);
+    assert.deepEqual(excluded.filter((e) => e.why !== 'not_valid'), []);
+    assert.equal(samples.length, valid.length);
+    for (const r of group.rollouts) {
+      const recorded = r.experiment?.policy.kind === 'openai' ? r.experiment.policy.tokens.chatTemplate : undefined;
+      assert.ok(recorded && typeof recorded !== 'string', 'the experiment record carries the template');
+      assert.deepEqual([recorded.file, recorded.sha256], [file, digest]);
+      for (const attempt of await loadTrajectory(h.store, r.trajectoryRef)) {
+        for (const [k, turn] of attempt.turns.entries()) {
+          const t = turn.policy.turnTokens as TurnTokens;
+          assert.ok(t && 'promptIds' in t, `turn ${k} has ids`);
+          assert.deepEqual(t.chatTemplate, { source: 'configured', sha256: digest, file }, `turn ${k} records the template`);
+        }
+        const first = attempt.turns[0]?.policy.turnTokens as TurnTokens | undefined;
+        if (!first) continue;
+        const prompt = await detokenize(first.promptIds);
+        const instruction: ChatMessage[] = [{ role: 'system', content: SYSTEM_PROMPT }, { role: 'user', content: attempt.meta.instruction }];
+        assert.ok(prompt.includes(marker), 'the prompt was rendered with the configured template');
+        assert.ok(!(await render(instruction)).includes(marker), "the server's template does not have the marker");
+        assert.equal(prompt, new ConfiguredTemplate(text).render(wireMessages(instruction), TOOL_SCHEMAS, { bosToken: '', eosToken: '<|im_end|>' }), 'the prompt ids are the configured template of system + instruction');
+      }
+    }
+    for (const s of samples) assert.deepEqual(sampleProblems(s), []);
+    console.log(`real model, configured template ${digest.slice(0, 12)}: rewards ${JSON.stringify(group.rollouts.map((r) => r.reward))}, ${samples.map((s) => `${s.input_ids.length} ids`).join(', ')}`);
   });
 
   test('server mode: every turn has ids and logprobs from the server; re-rendering breaks, if any, are recorded with turn and position', { skip: skipWithoutModel }, async () => {

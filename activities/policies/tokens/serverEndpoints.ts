@@ -54,6 +54,15 @@ export async function postJson<T>(url: string, body: unknown, options: { timeout
   }
 }
 
+/** What /props says about the model's special tokens and template, per server root (read once per process). */
+export interface ServerProps {
+  bosToken: string;
+  eosToken: string;
+  /** The chat template the server renders with, when it says. */
+  chatTemplate?: string;
+}
+const propsCache = new Map<string, Promise<ServerProps>>();
+
 export class ServerEndpoints {
   constructor(
     readonly root: string,
@@ -72,6 +81,29 @@ export class ServerEndpoints {
     const out = await postJson<{ tokens?: unknown }>(`${this.root}/tokenize`, { content: text, add_special: addSpecial, parse_special: true }, { timeoutMs: this.timeoutMs });
     if (!Array.isArray(out.tokens) || !out.tokens.every((t) => Number.isInteger(t))) throw ApplicationFailure.create({ type: UNAVAILABLE, message: `${this.root}/tokenize sent no token id array` });
     return out.tokens as number[];
+  }
+
+  /** The server's /props (llama.cpp); empty special tokens when it has none. A failed read is not cached. */
+  props(): Promise<ServerProps> {
+    let known = propsCache.get(this.root);
+    if (!known) {
+      known = (async () => {
+        let response: Response;
+        try {
+          response = await fetch(`${this.root}/props`, { signal: AbortSignal.timeout(this.timeoutMs) });
+        } catch (err) {
+          throw ApplicationFailure.create({ type: UNAVAILABLE, message: `${this.root}/props unreachable: ${(err as Error).message}` });
+        }
+        if (response.status === 404 || response.status === 405) return { bosToken: '', eosToken: '' };
+        if (!response.ok) throw ApplicationFailure.create({ type: UNAVAILABLE, message: `${this.root}/props answered ${response.status}` });
+        const body = (await response.json().catch(() => ({}))) as { bos_token?: unknown; eos_token?: unknown; chat_template?: unknown };
+        const str = (v: unknown): string => (typeof v === 'string' ? v : '');
+        return { bosToken: str(body.bos_token), eosToken: str(body.eos_token), ...(typeof body.chat_template === 'string' && body.chat_template !== '' ? { chatTemplate: body.chat_template } : {}) };
+      })();
+      propsCache.set(this.root, known);
+      known.catch(() => propsCache.delete(this.root));
+    }
+    return known;
   }
 
   /** The text of token ids, special tokens written out. */

@@ -1,6 +1,6 @@
 /**
  * The openai policy in token-level mode: the pipeline builds the prompt ids
- * (nextPromptIds) and sends them to the server's /v1/completions, which
+ * (nextPromptIds, with the server's template or tokens.chatTemplate) and sends them to the server's /v1/completions, which
  * returns the completion ids and logprobs; tool calls are read from the text
  * by the configured text parsers (hermes-tags, then fenced-json, when the
  * setting names only `server`, which parses nothing here).
@@ -14,17 +14,14 @@ import type { OpenAIPolicySchema } from '../../../shared/pipeline.js';
 import type { PolicyClient, PolicyRequest, PolicyResponse } from '../policyClient.js';
 import { parseCompletionTokens } from './completionTokens.js';
 import { nextPromptIds } from './nextPromptIds.js';
+import { promptRenderer } from './chatTemplate/promptRenderer.js';
 import { postJson, serverRoot, ServerEndpoints } from './serverEndpoints.js';
 import { turnBudget } from '../generationBudget/turnBudget.js';
 import { readToolCalls, toolCallParsersOf } from '../toolCallParsing/readToolCalls.js';
+import { samplingFields } from '../samplingFields.js';
 import { wireMessages } from '../wireMessages.js';
 
 type OpenAIPolicyConfig = z.output<typeof OpenAIPolicySchema>;
-
-/** One seed per rollout, attempt and turn (the same spread as the chat-completions client). */
-export function turnSeed(seed: number, request: Pick<PolicyRequest, 'rolloutIndex' | 'attempt' | 'turn'>): number {
-  return seed + request.rolloutIndex * 100_003 + request.attempt * 1_009 + request.turn;
-}
 
 interface Completion {
   model?: string;
@@ -43,16 +40,15 @@ export class TokenLevelPolicy implements PolicyClient {
     const topLogprobs = this.config.tokens.topLogprobs;
     const budget = turnBudget(this.config);
     const endpoints = new ServerEndpoints(serverRoot(this.config.baseUrl, this.config.tokens.serverUrl), budget.timeoutMs);
-    const prompt = await nextPromptIds(endpoints, wireMessages(request.messages), request.tools, request.previousTokens ?? null);
+    const renderer = promptRenderer(endpoints, this.config.tokens.chatTemplate);
+    const prompt = await nextPromptIds(endpoints, renderer.render, wireMessages(request.messages), request.tools, request.previousTokens ?? null);
+    const template = await renderer.template();
     const apiKey = this.env[this.config.apiKeyEnv];
     const url = `${this.config.baseUrl.replace(/\/+$/, '')}/completions`;
     const body = {
       model: this.config.model,
       prompt: prompt.ids,
-      ...(sampling.temperature !== undefined ? { temperature: sampling.temperature } : {}),
-      ...(sampling.top_p !== undefined ? { top_p: sampling.top_p } : {}),
-      max_tokens: budget.maxTokens,
-      ...(sampling.seed !== undefined ? { seed: turnSeed(sampling.seed, request) } : {}),
+      ...samplingFields(sampling, budget.maxTokens, request),
       logprobs: Math.max(1, topLogprobs),
       return_token_ids: true,
     };
@@ -79,13 +75,12 @@ export class TokenLevelPolicy implements PolicyClient {
       model: parsed.model ?? this.config.model,
       finishReason: typeof choice.finish_reason === 'string' ? choice.finish_reason : null,
       usage: parsed.usage ?? null,
-      tokens: null,
       toolCallParsers: read.toolCallParsers,
       rawContent: text,
       turnTokens:
         'missing' in completion
           ? { reason: completion.missing }
-          : { source: 'pipeline', promptIds: prompt.ids, completionIds: completion.ids, completionLogprobs: completion.logprobs, ...(completion.top ? { topLogprobs: completion.top } : {}) },
+          : { source: 'pipeline', promptIds: prompt.ids, completionIds: completion.ids, completionLogprobs: completion.logprobs, ...(completion.top ? { topLogprobs: completion.top } : {}), ...(template ? { chatTemplate: template } : {}) },
       ...(prompt.problem ? { promptProblem: prompt.problem } : {}),
     };
   }

@@ -1,0 +1,28 @@
+"""Training samples of a rollout-pipeline batch, for a Python trainer.
+
+    from rollout_export import pull_batch, collate
+
+    batch = pull_batch("my-batch", trajectories="data/trajectories")  # runs `rollout export`
+    for sample in batch:            # every sample checked: the same rules as the TypeScript side
+        sample.input_ids, sample.loss_mask, sample.logprobs, sample.advantage, sample.policy_versions
+    arrays = collate(batch.samples, pad_id=0)   # input_ids, attention_mask, loss_mask, old_logprobs, ...
+
+`read_samples(path)` checks an export file that already exists. No dependencies; numpy is used by
+`collate` when installed. Field meanings: `rollout export --help`.
+"""
+
+from .pull import ExportError, ExportedBatch, LeftOut, pull_batch, rollout_command
+from .samples import Sample, SampleError, collate, read_samples, sample_problems
+
+__all__ = [
+    "ExportError",
+    "ExportedBatch",
+    "LeftOut",
+    "Sample",
+    "SampleError",
+    "collate",
+    "pull_batch",
+    "read_samples",
+    "rollout_command",
+    "sample_problems",
+]
