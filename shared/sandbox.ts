@@ -53,8 +53,12 @@ export const SandboxSpecSchema = z
     /** Where the starting files appear inside the sandbox (Harbor: /app). */
     workdir: z.string().startsWith('/').default('/app'),
     limits: SandboxLimitsSchema.default({}),
-    /** `none`: only the sandbox's own loopback. `host`: the host's network, explicitly opted into. */
-    network: z.enum(['none', 'host']).default('none'),
+    /**
+     * `none`: only the sandbox's own loopback. `public` (Harbor's network_mode = "public"): the outside
+     * (the package registries), through user-mode networking; never the host's own ports, its private
+     * networks or another sandbox. `host`: the host's network itself, explicitly opted into (tests).
+     */
+    network: z.enum(['none', 'public', 'host']).default('none'),
     owner: SandboxOwnerSchema,
     /** Free-form labels the reaper selects on (batch, task, ...). */
     labels: z.record(z.string(), z.string()).default({}),

@@ -51,7 +51,7 @@ export function sandboxSpecForTask(task: LoadedTask, owner: SandboxOwner, labels
       ],
       workdir: task.declaredWorkdir ?? image.workdir,
       limits,
-      network: task.allowInternet ? 'host' : 'none',
+      network: task.allowInternet ? 'public' : 'none',
       owner,
       labels: { task: task.id, ...labels },
     };
@@ -61,7 +61,7 @@ export function sandboxSpecForTask(task: LoadedTask, owner: SandboxOwner, labels
     environmentDir: task.environmentDir,
     workdir: task.workdir,
     limits,
-    network: task.allowInternet ? 'host' : 'none',
+    network: task.allowInternet ? 'public' : 'none',
     owner,
     labels: { task: task.id, ...labels },
   };
