@@ -163,6 +163,6 @@ export async function detachUserNetwork(stateDir: string): Promise<number | unde
   } catch {
     return undefined;
   }
-  for (let i = 0; i < 250 && isSameProcess(pid, startTime); i++) await new Promise((r) => setTimeout(r, 20));
+  for (let i = 0; i < 2500 && isSameProcess(pid, startTime); i++) await new Promise((r) => setTimeout(r, 2));
   return pid;
 }
