@@ -263,5 +263,6 @@ export function imageIdentity(image: TaskImage): string {
     v.uvVersion ? `uv ${v.uvVersion} (PyPI)` : '',
     v.wheels.length ? `wheels ${v.requirements.join(',')}` : '',
   ].filter(Boolean);
-  return `image:${image.imageId} built here; FROM ${bases}; verifier additions: ${added.join('; ') || 'none'}`;
+  const notes = v.notes.length > 0 ? `; builder notes: ${v.notes.join('; ')}` : '';
+  return `image:${image.imageId} built here; FROM ${bases}; verifier additions: ${added.join('; ') || 'none'}${notes}`;
 }
