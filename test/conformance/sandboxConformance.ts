@@ -9,7 +9,8 @@
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
+import { lookup } from 'node:dns/promises';
+import net, { connect, createServer } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { describe, test as nodeTest, type TestContext } from 'node:test';
 import type { SandboxHandle, SandboxProvider, SandboxSpec } from '../../shared/sandbox.js';
@@ -155,6 +156,15 @@ export function sandboxConformanceSuite(name: string, target: () => ConformanceT
         const outside = await provider.exec(h, 'exec 3<>/dev/tcp/192.0.2.1/80', { timeoutMs: 5_000 });
         assert.notEqual(outside.exitCode, 0);
         assert.match(outside.stderr, /Network is unreachable/);
+        // What a public sandbox reaches (the case below), this one does not: the registry by its address, by name.
+        const registry = process.env.ROLLOUT_TEST_PUBLIC_HOST ?? 'pypi.org';
+        const address = await lookup(registry).then((a) => a.address, () => undefined);
+        if (address && net.isIPv4(address)) {
+          const r = await provider.exec(h, `exec 3<>/dev/tcp/${address}/443`, { timeoutMs: 5_000 });
+          assert.match(r.stderr, /Network is unreachable/, `${registry} (${address}) is unreachable without a network`);
+        }
+        const byName = await provider.exec(h, `exec 3<>/dev/tcp/${registry}/443`, { timeoutMs: 10_000 });
+        assert.notEqual(byName.exitCode, 0, `${registry} by name is unreachable without a network`);
         for (const port of hostPorts) {
           const r = await provider.exec(h, `exec 3<>/dev/tcp/127.0.0.1/${port}`, { timeoutMs: 5_000 });
           assert.notEqual(r.exitCode, 0, `host port ${port} is unreachable`);
