@@ -11,7 +11,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { LocalSandboxProvider } from '../activities/sandbox/local/localSandboxProvider.js';
-import { localHandle, type SandboxHandle } from '../shared/sandbox.js';
+import { localHandle, type SandboxHandle, type SandboxSpec } from '../shared/sandbox.js';
 import { summarize, type Summary } from '../shared/stats.js';
 import { memAvailableKb, sandboxProcessMemory } from './procStats.js';
 import { formatTable } from './stats.js';
@@ -20,6 +20,8 @@ export interface SandboxLifecycleOptions {
   cycles: number;
   alive: number;
   log?: (line: string) => void;
+  /** On top of the bench's host-base spec: an image's rootfs and env (bench:sandbox --image), a network. */
+  spec?: Partial<SandboxSpec>;
 }
 
 export interface SandboxLifecycleResult {
@@ -79,7 +81,7 @@ export async function runSandboxLifecycle(options: SandboxLifecycleOptions): Pro
   mkdirSync(environmentDir);
   writeFileSync(join(environmentDir, 'main.py'), 'print("hello")\n');
   const provider = new LocalSandboxProvider({ stateRoot: join(scratch, 'state') });
-  const spec = { environmentDir, owner: { workflowId: 'bench', runId: 'bench', attempt: 0 } };
+  const spec: SandboxSpec = { environmentDir, ...options.spec, owner: { workflowId: 'bench', runId: 'bench', attempt: 0 } };
 
   try {
     log(`sandbox lifecycle: ${cycles} cycles (3 execs each), then ${aliveCount} alive at once`);

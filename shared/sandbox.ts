@@ -45,16 +45,22 @@ export const SandboxSpecSchema = z
     /**
      * Capabilities commands keep (the rest are dropped), from a small set that acts only on files the
      * sandbox's own mount namespace shows: an image sandbox keeps the file ones Docker gives root
-     * (files COPY'd read-only are still root's to change). Default: none.
+     * (files COPY'd read-only are still root's to change), and setuid/setgid, which Docker gives root
+     * too (apt drops to its _apt user to download); another uid in the sandbox's own pid, mount and
+     * network namespaces reaches nothing more than root without capabilities does. Default: none.
      */
-    fileCapabilities: z.array(z.enum(['chown', 'dac_override', 'fowner', 'fsetid'])).default([]),
+    fileCapabilities: z.array(z.enum(['chown', 'dac_override', 'fowner', 'fsetid', 'setuid', 'setgid'])).default([]),
     /** Host directories bound read-only into the sandbox (the verifier's offline tools). */
     readOnlyMounts: z.array(z.object({ source: z.string().startsWith('/'), target: z.string().startsWith('/') }).strict()).default([]),
     /** Where the starting files appear inside the sandbox (Harbor: /app). */
     workdir: z.string().startsWith('/').default('/app'),
     limits: SandboxLimitsSchema.default({}),
-    /** `none`: only the sandbox's own loopback. `host`: the host's network, explicitly opted into. */
-    network: z.enum(['none', 'host']).default('none'),
+    /**
+     * `none`: only the sandbox's own loopback. `public` (Harbor's network_mode = "public"): the outside
+     * (the package registries), through user-mode networking; never the host's own ports, its private
+     * networks or another sandbox. `host`: the host's network itself, explicitly opted into (tests).
+     */
+    network: z.enum(['none', 'public', 'host']).default('none'),
     owner: SandboxOwnerSchema,
     /** Free-form labels the reaper selects on (batch, task, ...). */
     labels: z.record(z.string(), z.string()).default({}),

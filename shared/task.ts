@@ -13,7 +13,7 @@ const seconds = z.number().positive();
 /** Harbor's older spellings: memory = "4G", storage = "10G". */
 const sizeString = z.string().regex(/^\d+(\.\d+)?\s*[KMGT]i?B?$/i, 'a size such as "512M" or "4G"');
 
-/** Harbor's network_mode: "none" (our default) or "public" (the package registries; today the host's network). */
+/** Harbor's network_mode: "none" (our default) or "public" (the package registries, through user-mode networking). */
 const networkMode = z.enum(['none', 'public']);
 
 /**

@@ -33,6 +33,12 @@ export interface BaseRecipe {
   env: string[];
   /** What was substituted, in words, for the experiment record. */
   substitute: string;
+  /**
+   * The Debian release the FROM line named when another one stands in for it (python:3.13-slim-bookworm
+   * is made from trixie): a package the task's build asks for that `suite` no longer has (a transitional
+   * name dropped in trixie, libgl1-mesa-glx) is installed from it, pinned below `suite` (taskImage.ts).
+   */
+  aptFallback?: DebianSuite;
 }
 
 const PATH_WITH_LOCAL = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
@@ -73,6 +79,7 @@ function builtIn(image: string, from: string): BaseRecipe | undefined {
       customize: ['rm -f "$1"/usr/lib/python3*/EXTERNALLY-MANAGED'],
       env: [PATH_WITH_LOCAL, 'LANG=C.UTF-8'],
       substitute: `Debian ${suite} minbase with Debian's python3 ${version} (headers, pip, venv)${release}`,
+      ...(named && named !== suite && named in DEBIAN_SUITES ? { aptFallback: named as DebianSuite } : {}),
     };
   }
   const debian = /^debian:(12|13|bookworm|trixie)(?:\.\d+)*(?:-slim)?$/.exec(image);

@@ -75,12 +75,15 @@ export function parseDockerfile(text: string, file: string): ParsedDockerfile {
   return { instructions, froms, finalUser };
 }
 
-/** The Dockerfile with each FROM image replaced by `replacements[i]` (same order as `froms`). */
-export function rewriteFroms(parsed: ParsedDockerfile, replacements: string[]): string {
+/**
+ * The Dockerfile with each FROM image replaced by `replacements[i]` (same order as `froms`), and
+ * `after[i]`, when given, as the instructions right after that FROM line.
+ */
+export function rewriteFroms(parsed: ParsedDockerfile, replacements: string[], after: (string | undefined)[] = []): string {
   const out = [...parsed.instructions];
   parsed.froms.forEach((from, i) => {
     const parts = ['FROM', ...(from.platform ? [from.platform] : []), replacements[i] as string, ...(from.stage ? ['AS', from.stage] : [])];
-    out[from.index] = parts.join(' ');
+    out[from.index] = [parts.join(' '), ...(after[i] ? [after[i]] : [])].join('\n');
   });
   return out.join('\n');
 }

@@ -11,6 +11,7 @@ import { createWriteStream, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClassifiedError } from '../../shared/failures.js';
 import { rolloutCacheDir } from '../../workers/cacheDir.js';
+import { guardedArgv, killBuildCgroup, reapOrphanBuilds, recordBuild } from './buildProcesses.js';
 
 export interface ImageTools {
   /** Where containers.conf, storage.conf and uv live (ROLLOUT_IMAGE_TOOLS, else the cache's image-tools). */
@@ -60,13 +61,25 @@ export interface RunResult {
   timedOut: boolean;
 }
 
+/** The first tool run of this process first kills what builds of dead workers left running (buildProcesses.ts). */
+const reaped = new Map<string, Promise<unknown>>();
+
 /**
  * Runs a build tool. Output goes to `logFile` when given (and its tail into
- * the result); a command past `timeoutMs` is killed with its process group.
+ * the result); a command past `timeoutMs` is killed with its process group,
+ * and so is one whose worker dies (buildProcesses.ts).
  */
-export function runTool(tools: ImageTools, file: string, args: string[], options: { logFile?: string; timeoutMs?: number; input?: string } = {}): Promise<RunResult> {
-  return new Promise((resolvePromise, reject) => {
-    const child = spawn(file, args, { env: tools.env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+export async function runTool(tools: ImageTools, file: string, args: string[], options: { logFile?: string; timeoutMs?: number; input?: string; cgroupParent?: string } = {}): Promise<RunResult> {
+  let reaping = reaped.get(tools.cacheDir);
+  if (!reaping) {
+    reaping = reapOrphanBuilds(tools.cacheDir).catch(() => undefined);
+    reaped.set(tools.cacheDir, reaping);
+  }
+  await reaping;
+  const result = new Promise<RunResult>((resolvePromise, reject) => {
+    const [guard, guardArgs] = guardedArgv(file, args);
+    const child = spawn(guard, guardArgs, { env: tools.env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });
+    const forget = child.pid === undefined ? (): void => undefined : recordBuild(tools.cacheDir, child.pid, [file, ...args].join(' '), options.cgroupParent);
     const log = options.logFile ? createWriteStream(options.logFile, { flags: 'a' }) : undefined;
     let stdout = '';
     let tail = '';
@@ -91,18 +104,29 @@ export function runTool(tools: ImageTools, file: string, args: string[], options
             }
           }, options.timeoutMs);
     child.on('error', (err) => {
+      forget();
       if (timer) clearTimeout(timer);
       log?.end();
       reject(new ClassifiedError('infra', 'capability_missing', `cannot run ${file}: ${err.message}. Fix: run scripts/ensure-image-tools.sh`, { cause: err }));
     });
     child.on('close', (code, signal) => {
+      forget();
       if (timer) clearTimeout(timer);
+      if (code === 127 && tail.includes(`${file}: not found`)) {
+        log?.end();
+        reject(new ClassifiedError('infra', 'capability_missing', `cannot run ${file}: not found. Fix: run scripts/ensure-image-tools.sh`));
+        return;
+      }
       const finish = (): void => resolvePromise({ code: code ?? (signal ? 128 : 1), stdout, tail: tail.split('\n').slice(-40).join('\n'), timedOut });
       if (log) log.end(finish);
       else finish();
     });
     child.stdin.end(options.input ?? '');
   });
+  const { cgroupParent } = options;
+  if (!cgroupParent) return result;
+  // What the tool left in its cgroups (a timed-out build's RUN container), and the cgroups themselves.
+  return result.finally(() => killBuildCgroup(cgroupParent));
 }
 
 /** runTool that must succeed; otherwise an error naming the command and its last output. */

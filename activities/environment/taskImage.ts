@@ -18,6 +18,7 @@ import { ClassifiedError } from '../../shared/failures.js';
 import type { LoadedTask } from '../../shared/task.js';
 import { hashTree } from '../tasks/hashTree.js';
 import { baseForImage, DEBIAN_SUITES } from './baseMap.js';
+import { buildCgroupParent } from './buildProcesses.js';
 import { debianMirror, ensureBaseImage, imageExists } from './baseImage.js';
 import { parseDockerfile, rewriteFroms } from './dockerfile.js';
 import { withFileLock } from './fileLock.js';
@@ -89,6 +90,26 @@ function envRecord(list: string[] | null | undefined): Record<string, string> {
   return out;
 }
 
+/** apt-get's words for a package the release does not have. */
+const MISSING_PACKAGE = /^E: (?:Unable to locate package (\S+)|Package '([^']+)' has no installation candidate)/gm;
+
+/** Packages an apt-get in the build log could not find. */
+export function missingAptPackages(log: string): string[] {
+  return [...new Set([...log.matchAll(MISSING_PACKAGE)].map((m) => (m[1] ?? m[2]) as string))];
+}
+
+/**
+ * Instructions that make `release` an apt source below the image's own release (pin 100: only what the
+ * own release lacks comes from it, nothing installed is ever replaced by it).
+ */
+export function aptFallbackStep(release: string, mirror: string): string {
+  const list = `deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${mirror} ${release} main`;
+  return [
+    `# Added by rollout-pipeline: the FROM line names Debian ${release}; what this release lacks is installed from ${release}.`,
+    `RUN echo '${list}' > /etc/apt/sources.list.d/rollout-fallback-${release}.list && printf 'Package: *\\nPin: release n=${release}\\nPin-Priority: 100\\n' > /etc/apt/preferences.d/rollout-fallback-${release}`,
+  ].join('\n');
+}
+
 /** As test.sh would run it: apt-get install with Debian's defaults (Recommends too: gcc then brings libc6-dev). */
 function verifierStep(aptPackages: string[], needPython: string | undefined, user: string | undefined): string {
   if (aptPackages.length === 0 && !needPython) return '';
@@ -154,7 +175,23 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
       log(`building ${tag} for ${task.id} (log ${buildLog}, timeout ${timeoutSec} s)`);
       const buildStarted = performance.now();
       if (!(await imageExists(tools, tag))) {
-        const build = await runTool(tools, 'podman', ['build', '--network', 'host', '--pull=never', '--runtime', 'runc', '--layers', '-f', join(dir, 'Dockerfile'), '-t', tag, task.environmentDir], { logFile: buildLog, timeoutMs: timeoutSec * 1000 });
+        // The RUN steps' containers go under a cgroup of this build's own, so they never outlive it (buildProcesses.ts).
+        const cgroupParent = buildCgroupParent();
+        const podmanBuild = (): ReturnType<typeof runTool> =>
+          runTool(tools, 'podman', ['build', '--network', 'host', '--pull=never', '--runtime', 'runc', '--cgroup-parent', cgroupParent, '--layers', '-f', join(dir, 'Dockerfile'), '-t', tag, task.environmentDir], { logFile: buildLog, timeoutMs: timeoutSec * 1000, cgroupParent });
+        let build = await podmanBuild();
+        const missing = build.code !== 0 && !build.timedOut ? missingAptPackages(readFileSync(buildLog, 'utf8')) : [];
+        const fallbacks = recipes.map(({ recipe }) => (recipe.aptFallback ? aptFallbackStep(recipe.aptFallback, mirror) : undefined));
+        if (missing.length > 0 && fallbacks.some(Boolean)) {
+          // The FROM line named an older release than the one made for it: what the newer one dropped comes from the older.
+          const releases = [...new Set(recipes.flatMap(({ recipe }) => (recipe.aptFallback ? [recipe.aptFallback] : [])))].join(', ');
+          const note = `apt: ${missing.join(', ')} not in Debian ${finalSuite ?? '?'}; installed from Debian ${releases} (the release the FROM line names), pinned below ${finalSuite ?? '?'}`;
+          log(`${tag}: ${note}; building again`);
+          writeFileSync(join(dir, 'Dockerfile'), `${rewriteFroms(parsed, bases.map((b) => b.baseImage), fallbacks)}\n${verifierStep(needs.aptPackages, needPython, parsed.finalUser)}`);
+          writeFileSync(buildLog, `${readFileSync(buildLog, 'utf8')}\n# ${note}: building again with it as a fallback source\n`);
+          build = await podmanBuild();
+          if (build.code === 0) notes.push(note);
+        }
         if (build.code !== 0) {
           const why = build.timedOut ? `ran past [environment] build_timeout_sec = ${timeoutSec}` : `failed (exit ${build.code})`;
           throw new ClassifiedError('infra', 'provision_failed', `${task.dir}/environment/Dockerfile: the image build ${why}; full log: ${buildLog}\n${build.tail}`);
@@ -226,5 +263,6 @@ export function imageIdentity(image: TaskImage): string {
     v.uvVersion ? `uv ${v.uvVersion} (PyPI)` : '',
     v.wheels.length ? `wheels ${v.requirements.join(',')}` : '',
   ].filter(Boolean);
-  return `image:${image.imageId} built here; FROM ${bases}; verifier additions: ${added.join('; ') || 'none'}`;
+  const notes = v.notes.length > 0 ? `; builder notes: ${v.notes.join('; ')}` : '';
+  return `image:${image.imageId} built here; FROM ${bases}; verifier additions: ${added.join('; ') || 'none'}${notes}`;
 }

@@ -41,7 +41,8 @@ export function sandboxSpecForTask(task: LoadedTask, owner: SandboxOwner, labels
       rootfs: image.rootfs,
       env: image.env,
       // Root in a Docker container may change any file of its image (a COPY'd 0444 file, say); these act only inside the sandbox's own root.
-      fileCapabilities: ['chown', 'dac_override', 'fowner', 'fsetid'],
+      // setuid/setgid as Docker's root has them: apt-get drops to _apt to download (an oracle that apt-installs needs it).
+      fileCapabilities: ['chown', 'dac_override', 'fowner', 'fsetid', 'setuid', 'setgid'],
       // The verifier's offline tools (uv, wheels), read-only: the agent can read them but not change them.
       readOnlyMounts: [
         ...(image.verifier.uvDir ? [{ source: image.verifier.uvDir, target: `${VERIFIER_TOOLS_PATH}/bin` }] : []),
@@ -51,7 +52,7 @@ export function sandboxSpecForTask(task: LoadedTask, owner: SandboxOwner, labels
       ],
       workdir: task.declaredWorkdir ?? image.workdir,
       limits,
-      network: task.allowInternet ? 'host' : 'none',
+      network: task.allowInternet ? 'public' : 'none',
       owner,
       labels: { task: task.id, ...labels },
     };
@@ -61,7 +62,7 @@ export function sandboxSpecForTask(task: LoadedTask, owner: SandboxOwner, labels
     environmentDir: task.environmentDir,
     workdir: task.workdir,
     limits,
-    network: task.allowInternet ? 'host' : 'none',
+    network: task.allowInternet ? 'public' : 'none',
     owner,
     labels: { task: task.id, ...labels },
   };

@@ -11,12 +11,16 @@ import { ClassifiedError } from '../../shared/failures.js';
 import { HelpRequested, parseCommandLine, wantsHelp } from './commandLine.js';
 import { UsageError } from './usageError.js';
 
-export const taskUsage = `rollout task check <task-dir>... [--json]
+export const taskUsage = `rollout task check <task-dir>... [--network none|public] [--json]
   Runs the verifier on the untouched start (must score 0), every known-bad/*.sh
   (must score 0) and solution/solve.sh (must score 1), each in a fresh sandbox;
   then a red team of generic exploits (exit with success at load, expected
   outputs empty/huge/link/pipe, workspace emptied), each of which must score 0.
-  A task whose verifier rewards an exploit is reported exploitable (exit 1).`;
+  A task whose verifier rewards an exploit is reported exploitable (exit 1).
+  --network public  sandboxes reach the package registries through user-mode
+                    networking, whatever task.toml says (Harbor's default for a
+                    task.toml with no network key; ours is none); --network none
+                    takes it away from tasks that ask for it.`;
 
 function printReport(report: TaskCheckReport): void {
   process.stdout.write(`${report.passed ? 'PASS' : 'FAIL'}  ${report.taskId}  (version ${report.version.slice(0, 12)})\n`);
@@ -42,12 +46,15 @@ export async function taskCommand(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
   if (sub !== 'check' && wantsHelp(argv)) throw new HelpRequested(taskUsage);
   if (sub !== 'check') throw new UsageError(`unknown task subcommand ${JSON.stringify(sub ?? '')}; usage:\n${taskUsage}`);
-  const { values, positionals } = parseCommandLine(rest, { command: 'task check', usage: taskUsage, options: { json: { type: 'boolean', default: false } }, allowPositionals: true });
+  const { values, positionals } = parseCommandLine(rest, { command: 'task check', usage: taskUsage, options: { json: { type: 'boolean', default: false }, network: { type: 'string' } }, allowPositionals: true });
   if (positionals.length === 0) throw new UsageError(`name at least one task directory; usage:\n${taskUsage}`);
+  const network = values.network;
+  if (network !== undefined && network !== 'none' && network !== 'public') throw new UsageError(`--network ${JSON.stringify(network)}: use --network none or --network public`);
 
   const tasks = positionals.map((dir) => {
     try {
-      return loadTask(dir);
+      const task = loadTask(dir);
+      return network === undefined ? task : { ...task, allowInternet: network === 'public' };
     } catch (err) {
       if (err instanceof ClassifiedError && err.failureClass === 'task') throw new UsageError(err.message);
       throw err;

@@ -9,7 +9,10 @@
  */
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { describe, test as nodeTest } from 'node:test';
+import { lookup } from 'node:dns/promises';
+import net, { connect, createServer } from 'node:net';
+import { networkInterfaces } from 'node:os';
+import { describe, test as nodeTest, type TestContext } from 'node:test';
 import type { SandboxHandle, SandboxProvider, SandboxSpec } from '../../shared/sandbox.js';
 
 export interface Leftovers {
@@ -35,13 +38,27 @@ export interface ConformanceTarget {
 
 const NONE: Leftovers = { processes: [], mounts: [], directories: [], other: [] };
 
+/** Whether this process can open a TCP connection to host:port within 5 s. */
+function reachableFromHost(host: string, port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ host, port, timeout: 5_000 });
+    const done = (ok: boolean): void => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.once('connect', () => done(true));
+    socket.once('timeout', () => done(false));
+    socket.once('error', () => done(false));
+  });
+}
+
 /**
  * `notApplicable` maps the start of a case's title to why that case's
  * semantics do not apply to the provider under test (it is then reported as
  * skipped with that reason, so the gap stays visible).
  */
 export function sandboxConformanceSuite(name: string, target: () => ConformanceTarget, options: { notApplicable?: Record<string, string> } = {}): void {
-  const test = (title: string, fn: () => Promise<void>): void => {
+  const test = (title: string, fn: (t: TestContext) => Promise<void>): void => {
     const reason = Object.entries(options.notApplicable ?? {}).find(([prefix]) => title.startsWith(prefix))?.[1];
     nodeTest(title, reason ? { skip: `not applicable to ${name}: ${reason}` } : {}, fn);
   };
@@ -139,10 +156,66 @@ export function sandboxConformanceSuite(name: string, target: () => ConformanceT
         const outside = await provider.exec(h, 'exec 3<>/dev/tcp/192.0.2.1/80', { timeoutMs: 5_000 });
         assert.notEqual(outside.exitCode, 0);
         assert.match(outside.stderr, /Network is unreachable/);
+        // What a public sandbox reaches (the case below), this one does not: the registry by its address, by name.
+        const registry = process.env.ROLLOUT_TEST_PUBLIC_HOST ?? 'pypi.org';
+        const address = await lookup(registry).then((a) => a.address, () => undefined);
+        if (address && net.isIPv4(address)) {
+          const r = await provider.exec(h, `exec 3<>/dev/tcp/${address}/443`, { timeoutMs: 5_000 });
+          assert.match(r.stderr, /Network is unreachable/, `${registry} (${address}) is unreachable without a network`);
+        }
+        const byName = await provider.exec(h, `exec 3<>/dev/tcp/${registry}/443`, { timeoutMs: 10_000 });
+        assert.notEqual(byName.exitCode, 0, `${registry} by name is unreachable without a network`);
         for (const port of hostPorts) {
           const r = await provider.exec(h, `exec 3<>/dev/tcp/127.0.0.1/${port}`, { timeoutMs: 5_000 });
           assert.notEqual(r.exitCode, 0, `host port ${port} is unreachable`);
           assert.match(r.stderr, /Connection refused/);
+        }
+      } finally {
+        await tornDown(h);
+      }
+    });
+
+    test('network public: the outside (a package registry, by name) is reachable; the host’s ports, its own addresses and the metadata address are not', async (t) => {
+      const { provider, hostPorts } = target();
+      const registry = process.env.ROLLOUT_TEST_PUBLIC_HOST ?? 'pypi.org';
+      if (!(await reachableFromHost(registry, 443))) {
+        t.skip(`this host cannot reach ${registry}:443 (set ROLLOUT_TEST_PUBLIC_HOST to a registry host it reaches)`);
+        return;
+      }
+      // A service on every address of the host, reachable from the host itself: the sandbox's failure is the sandbox's.
+      const service = createServer((s) => {
+        s.on('error', () => undefined); // a probe closes at once
+        s.end('host service\n');
+      });
+      await new Promise<void>((r) => service.listen(0, '0.0.0.0', r));
+      t.after(() => new Promise((r) => service.close(r)));
+      const address = service.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      const own = Object.values(networkInterfaces()).flatMap((list) => (list ?? []).filter((a) => a.family === 'IPv4' && !a.internal).map((a) => a.address));
+      for (const a of own) assert.ok(await reachableFromHost(a, port), `the host reaches its own ${a}:${port}`);
+      const h = await fresh({ network: 'public' });
+      try {
+        const dev = await provider.exec(h, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort");
+        assert.deepEqual(dev.stdout.trim().split('\n'), ['lo', 'tap0'], 'loopback and the user-mode network’s interface');
+        const get = await provider.exec(
+          h,
+          `url=https://${registry}/; if command -v curl >/dev/null; then curl -sS -o /dev/null -w '%{http_code}' "$url"; ` +
+            `elif command -v python3 >/dev/null; then python3 -c 'import sys,urllib.request; print(urllib.request.urlopen(sys.argv[1], timeout=20).status, end="")' "$url"; ` +
+            `else exec 3<>/dev/tcp/${registry}/443 && printf 200; fi`,
+          { timeoutMs: 60_000 },
+        );
+        assert.equal(get.exitCode, 0, `an HTTPS GET of https://${registry}/ from the sandbox: ${get.stderr}`);
+        assert.match(get.stdout, /^[23]\d\d$/, `HTTP status of https://${registry}/`);
+        const probe = (host: string, p: number): Promise<{ exitCode: number; stderr: string }> =>
+          provider.exec(h, `timeout 5 bash -c 'exec 3<>/dev/tcp/${host}/${p}'`, { timeoutMs: 10_000 });
+        // slirp's gateway stands for the host: its loopback must not be behind it, nor behind the sandbox's own.
+        for (const p of hostPorts) {
+          for (const host of ['10.0.2.2', '127.0.0.1']) assert.notEqual((await probe(host, p)).exitCode, 0, `host loopback port ${p} via ${host} is unreachable`);
+        }
+        for (const a of [...own, '169.254.169.254']) {
+          const r = await probe(a, a === '169.254.169.254' ? 80 : port);
+          assert.notEqual(r.exitCode, 0, `${a} is unreachable from a public sandbox`);
+          assert.match(r.stderr, /No route to host|Network is unreachable/, `${a}: stopped by the sandbox's routes, not by chance`);
         }
       } finally {
         await tornDown(h);

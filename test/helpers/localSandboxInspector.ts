@@ -3,10 +3,11 @@
  * mount namespace on the host), directories and cgroups of a sandbox remain.
  */
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+import { dirname, join } from 'node:path';
 import type { Leftovers } from '../conformance/sandboxConformance.js';
 import { localHandle, type SandboxHandle } from '../../shared/sandbox.js';
 import { isSameProcess, namespaceOf, processesInNamespace } from '../../activities/sandbox/local/procfs.js';
+import { NETWORK_PID_FILE } from '../../activities/sandbox/local/userNetwork.js';
 
 function allPids(): number[] {
   return readdirSync('/proc')
@@ -46,11 +47,19 @@ export function processesMentioning(needle: string): number[] {
 
 export class LocalSandboxInspector {
   private readonly pidNamespaces = new Map<string, string>();
+  /** A public sandbox's slirp4netns (pid, start time), which lives outside the sandbox's namespaces. */
+  private readonly networkProcesses = new Map<string, [number, string]>();
 
   track(sandbox: SandboxHandle): void {
     const handle = localHandle(sandbox);
     const ns = namespaceOf(handle.pid, 'pid');
     if (ns) this.pidNamespaces.set(handle.id, ns);
+    try {
+      const [pid = '', start = ''] = readFileSync(join(handle.stateDir, NETWORK_PID_FILE), 'utf8').trim().split(' ');
+      this.networkProcesses.set(handle.id, [Number(pid), start]);
+    } catch {
+      // no network of its own
+    }
   }
 
   async leftovers(sandbox: SandboxHandle): Promise<Leftovers> {
@@ -59,6 +68,8 @@ export class LocalSandboxInspector {
     // pid namespace's rules, every process in it), what that inode names now is another process's.
     const ns = isSameProcess(handle.pid, handle.pidStartTime) ? this.pidNamespaces.get(handle.id) : undefined;
     const processes = new Set([...processesMentioning(handle.stateDir), ...(ns ? processesInNamespace('pid', ns) : [])]);
+    const network = this.networkProcesses.get(handle.id);
+    if (network && isSameProcess(...network)) processes.add(network[0]);
     return {
       processes: [...processes],
       mounts: mountsMentioning(handle.id),

@@ -65,6 +65,7 @@ sandboxConformanceSuite(
     notApplicable: {
       'reset:': ON_HOST,
       'isolation:': ON_HOST,
+      'network public:': `${ON_HOST}; in a real cluster the NetworkPolicy allows egress for a pod labelled egress=allow (checked below)`,
       'escape:': `${ON_HOST}; in a real cluster the pod's security context, the NetworkPolicy and the runtime class contain these (deploy/)`,
       'the writable layer is bounded': 'kwok enforces no ephemeral-storage limit (the provider sets it on the pod; checked below)',
       'exec options:': 'the case uses /app and /tmp, which under kwok are the host’s; the same options are checked below inside the pod’s workdir',

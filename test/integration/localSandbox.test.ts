@@ -12,6 +12,8 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
 import { SPAWN_VIA } from '../../activities/sandbox/local/sandboxSpawner.js';
+import { isSameProcess } from '../../activities/sandbox/local/procfs.js';
+import { NETWORK_PID_FILE } from '../../activities/sandbox/local/userNetwork.js';
 import { localHandle, type SandboxSpec } from '../../shared/sandbox.js';
 import { sandboxConformanceSuite, type ConformanceTarget } from '../conformance/sandboxConformance.js';
 import { hostBait } from '../conformance/hostBait.js';
@@ -211,6 +213,22 @@ describe('local sandbox provider', { timeout: 300_000 }, () => {
     } finally {
       await noCgroups.teardown(handle);
     }
+    assert.deepEqual(await inspector.leftovers(handle), { processes: [], mounts: [], directories: [], other: [] });
+  });
+
+  test('a public sandbox without cgroups to hold its slirp4netns: teardown kills it all the same', async () => {
+    const noCgroups = new LocalSandboxProvider({ stateRoot, cgroupRoot: join(scratch, 'no-cgroups-here') });
+    const { handle } = await noCgroups.provision(spec({ network: 'public' }));
+    inspector.track(handle);
+    const [pid = '', start = ''] = readFileSync(join(localHandle(handle).stateDir, NETWORK_PID_FILE), 'utf8').trim().split(' ');
+    try {
+      assert.equal(isSameProcess(Number(pid), start), true, 'its slirp4netns runs');
+      assert.match(cmdline(Number(pid)), /slirp4netns .*--disable-host-loopback/);
+      assert.equal((await noCgroups.exec(handle, "tail -n +3 /proc/net/dev | cut -d: -f1 | tr -d ' ' | sort")).stdout, 'lo\ntap0\n');
+    } finally {
+      await noCgroups.teardown(handle);
+    }
+    assert.equal(isSameProcess(Number(pid), start), false, 'teardown killed slirp4netns');
     assert.deepEqual(await inspector.leftovers(handle), { processes: [], mounts: [], directories: [], other: [] });
   });
 

@@ -92,7 +92,7 @@ test('Harbor size strings become MiB limits', () => {
   const task = loadTask(dir);
   assert.deepEqual(task.limits, { memoryMb: 2048, cpus: 0.5, diskMb: 512 });
   const spec = sandboxSpecForTask(task, { workflowId: 'w', runId: 'r', attempt: 0 });
-  assert.equal(spec.network, 'host');
+  assert.equal(spec.network, 'public');
 });
 
 test('every sandbox gets a memory and a pids ceiling: Harbor\'s 2048 MiB unless the task declares memory', () => {

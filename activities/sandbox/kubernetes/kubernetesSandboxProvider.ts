@@ -135,7 +135,7 @@ export class KubernetesSandboxProvider implements SandboxProvider {
         labels: {
           [LABELS.managedBy]: 'rollout-pipeline',
           [LABELS.sandbox]: 'true',
-          [LABELS.egress]: spec.network === 'host' ? 'allow' : 'deny',
+          [LABELS.egress]: spec.network === 'none' ? 'deny' : 'allow',
           ...Object.fromEntries(Object.entries(spec.labels).map(([k, v]) => [`rollout-pipeline/${labelValue(k)}`, labelValue(v)])),
         },
         annotations: {

@@ -46,6 +46,7 @@ import { innermostPid, isSameProcess, namespaceOf, processesInNamespace, process
 import { holderAlive, isThisProcess, thisProcess } from './holderProcess.js';
 import { SandboxRegistry, type StoredRecord } from './sandboxRegistry.js';
 import { createSandboxSpawner, LauncherExited, SPAWN_VIA, type SandboxSpawner, type SpawnVia } from './sandboxSpawner.js';
+import { attachUserNetwork, detachUserNetwork, SANDBOX_RESOLV_CONF } from './userNetwork.js';
 
 export interface LocalSandboxProviderOptions {
   /** Where sandbox state directories and records live. */
@@ -224,6 +225,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     writeFileSync(join(this.etcDir, 'group'), GROUP);
     writeFileSync(join(this.etcDir, 'hosts'), HOSTS);
     writeFileSync(join(this.etcDir, 'hostname'), 'sandbox\n');
+    writeFileSync(join(this.etcDir, 'resolv.conf'), SANDBOX_RESOLV_CONF);
     this.capabilitiesChecked = true;
   }
 
@@ -364,6 +366,9 @@ export class LocalSandboxProvider implements SandboxProvider {
       ...(Object.keys(spec.env).length > 0 ? { env: spec.env } : {}),
       ...(spec.fileCapabilities.length > 0 ? { capabilities: spec.fileCapabilities } : {}),
     };
+    if (spec.network === 'public') {
+      await attachUserNetwork({ initPid: childPid, stateDir, prefix: this.cgroupJoinPrefix(cgroup), env: { PATH: SANDBOX_PATH, ROLLOUT_CGROUP_PROCS: cgroup?.procFiles.join(' ') ?? '' }, nsenter: this.programs.nsenter });
+    }
     record.handle = handle;
     this.registry.write(record);
     return { handle, enforcedLimits };
@@ -381,7 +386,8 @@ export class LocalSandboxProvider implements SandboxProvider {
 
   private bwrapArgs(spec: ReturnType<typeof SandboxSpecSchema.parse>, stateDir: string, diskMb: number): string[] {
     const args = ['--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--hostname', 'sandbox'];
-    if (spec.network === 'none') args.push('--unshare-net');
+    // 'public': a namespace of its own too, which slirp4netns connects once the sandbox is up (userNetwork.ts).
+    if (spec.network !== 'host') args.push('--unshare-net');
     if (spec.rootfs) return [...args, ...this.imageRootArgs(spec, stateDir)];
     args.push('--ro-bind', '/usr', '/usr');
     for (const link of ['bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32']) {
@@ -396,7 +402,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       if (isLink) args.push('--ro-bind', target, target);
     }
     args.push('--perms', '0755', '--dir', '/etc');
-    for (const name of ['passwd', 'group', 'hosts', 'hostname']) args.push('--ro-bind', join(this.etcDir, name), `/etc/${name}`);
+    for (const name of ['passwd', 'group', 'hosts', 'hostname', ...(spec.network === 'public' ? ['resolv.conf'] : [])]) args.push('--ro-bind', join(this.etcDir, name), `/etc/${name}`);
     for (const name of HOST_ETC_ENTRIES) args.push('--ro-bind-try', `/etc/${name}`, `/etc/${name}`);
     args.push('--proc', '/proc', '--dev', '/dev');
     // Root without capabilities may still write the sysctls of /proc/sys (mode 0644, root-owned), and
@@ -423,7 +429,7 @@ export class LocalSandboxProvider implements SandboxProvider {
    */
   private imageRootArgs(spec: ReturnType<typeof SandboxSpecSchema.parse>, stateDir: string): string[] {
     const args = ['--bind', join(stateDir, 'merged'), '/'];
-    for (const name of ['hosts', 'hostname']) args.push('--ro-bind', join(this.etcDir, name), `/etc/${name}`);
+    for (const name of ['hosts', 'hostname', ...(spec.network === 'public' ? ['resolv.conf'] : [])]) args.push('--ro-bind', join(this.etcDir, name), `/etc/${name}`);
     args.push('--proc', '/proc', '--dev', '/dev');
     for (const path of PROC_READ_ONLY) args.push('--ro-bind-try', path, path);
     for (const dir of ['/tmp', '/root', '/tests', '/solution', '/logs/agent', '/logs/verifier', spec.workdir]) args.push('--dir', dir);
@@ -781,6 +787,9 @@ export class LocalSandboxProvider implements SandboxProvider {
     for (const dir of cgroupDirs) for (const pid of cgroupPids(dir)) killed.add(pid);
     await killCgroupProcesses(cgroupDirs);
     if (!gone) gone = await this.waitUntilGone(handle, launcherPid, mountNamespace);
+    // A public sandbox's slirp4netns, also where no cgroup held it.
+    const network = await detachUserNetwork(stateDir);
+    if (network !== undefined) killed.add(network);
     if (!gone) throw new TeardownIncompleteError(`sandbox ${id}: processes did not exit within 2 s of SIGKILL; run teardown again`);
     report.processesKilled = killed.size;
     if (mountNamespace) report.mountsRemoved = [`overlay on ${join(stateDir, 'merged')}`, `tmpfs on ${join(stateDir, 'rw')}`];
