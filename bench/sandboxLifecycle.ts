@@ -45,6 +45,12 @@ export interface SandboxLifecycleResult {
   exec_helper: string | null;
   /** The same cycles through the program chain (sh + nsenter + setpriv; unshare + mount script), interleaved with the main ones. */
   chain: { provision: Summary; exec: Summary; teardown: Summary; provision_over_bwrap_floor: number; exec_over_fork_exec_floor: number } | null;
+  /**
+   * The same cycles with a pool of ready sandboxes (max 2; refilled in the background between a
+   * cycle's provision and its teardown): provision as a rollout waits for it, how often it found
+   * one ready, and how many the pool had made and never handed out when drained.
+   */
+  pool: { provision: Summary; provision_over_bwrap_floor: number; hits: number; drained_unused: number };
   provision_over_bwrap_floor: number;
   exec_over_fork_exec_floor: number;
   teardown_over_fork_exec_floor: number;
@@ -86,6 +92,7 @@ export async function runSandboxLifecycle(options: SandboxLifecycleOptions): Pro
   writeFileSync(join(environmentDir, 'main.py'), 'print("hello")\n');
   const provider = new LocalSandboxProvider({ stateRoot: join(scratch, 'state') });
   const chainProvider = provider.execHelper ? new LocalSandboxProvider({ stateRoot: join(scratch, 'state'), execHelper: null }) : null;
+  const poolProvider = new LocalSandboxProvider({ stateRoot: join(scratch, 'state'), pool: { max: 2 } });
   const spec = { environmentDir, owner: { workflowId: 'bench', runId: 'bench', attempt: 0 } };
 
   try {
@@ -95,6 +102,8 @@ export async function runSandboxLifecycle(options: SandboxLifecycleOptions): Pro
 
     const main = { provision: [] as number[], exec: [] as number[], teardown: [] as number[] };
     const chain = { provision: [] as number[], exec: [] as number[], teardown: [] as number[] };
+    const pooled = { provision: [] as number[], exec: [] as number[], teardown: [] as number[] };
+    let hits = 0;
     const cycle = async (p: LocalSandboxProvider, into: typeof main): Promise<void> => {
       let t = performance.now();
       const { handle } = await p.provision(spec);
@@ -112,7 +121,11 @@ export async function runSandboxLifecycle(options: SandboxLifecycleOptions): Pro
     for (let i = 0; i < cycles; i++) {
       await cycle(provider, main);
       if (chainProvider) await cycle(chainProvider, chain);
+      if ((poolProvider.pool?.size ?? 0) > 0) hits++;
+      await cycle(poolProvider, pooled);
     }
+    const drainedUnused = poolProvider.pool?.size ?? 0;
+    await poolProvider.close();
     const lifecycle = { provision: summarize(main.provision), exec: summarize(main.exec), teardown: summarize(main.teardown) };
     const chainLifecycle = chainProvider ? { provision: summarize(chain.provision), exec: summarize(chain.exec), teardown: summarize(chain.teardown) } : null;
 
@@ -152,6 +165,7 @@ export async function runSandboxLifecycle(options: SandboxLifecycleOptions): Pro
       chain: chainLifecycle
         ? { ...chainLifecycle, provision_over_bwrap_floor: chainLifecycle.provision.p50 / bareBwrap.p50, exec_over_fork_exec_floor: chainLifecycle.exec.p50 / forkExec.p50 }
         : null,
+      pool: { provision: summarize(pooled.provision), provision_over_bwrap_floor: summarize(pooled.provision).p50 / bareBwrap.p50, hits, drained_unused: drainedUnused },
       provision_over_bwrap_floor: lifecycle.provision.p50 / bareBwrap.p50,
       exec_over_fork_exec_floor: lifecycle.exec.p50 / forkExec.p50,
       teardown_over_fork_exec_floor: lifecycle.teardown.p50 / forkExec.p50,
@@ -189,8 +203,10 @@ export function formatSandboxLifecycle(r: SandboxLifecycleResult): string {
               ['teardown (program chain)', r.chain.teardown.p50, r.chain.teardown.p95, r.chain.teardown.p99, `${(r.chain.teardown.p50 / r.floor_fork_exec_true_p50_ms).toFixed(2)} x fork/exec`],
             ]
           : []),
+        [`provision from the pool (${r.pool.hits}/${r.cycles} ready)`, r.pool.provision.p50, r.pool.provision.p95, r.pool.provision.p99, `${r.pool.provision_over_bwrap_floor.toFixed(2)} x bwrap`],
       ],
     ),
+    `pool: ${r.pool.drained_unused} ready sandbox(es) made and never handed out, torn down at close`,
     r.exec_helper ? `helper: ${r.exec_helper}; program-chain cycles interleaved with the helper's` : 'no compiled helper (ROLLOUT_EXEC_HELPER unset): the rows are the program chain',
     '',
     `${r.alive_at_once} sandboxes alive at once: provisioned one after another in ${r.alive_provision_total_ms.toFixed(0)} ms, all answer exec: ${r.alive_all_answer_exec}`,

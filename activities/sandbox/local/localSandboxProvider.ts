@@ -12,6 +12,8 @@
  *                  the environment, bound the runtime
  *   teardown.ts    SIGKILL pid 1, kill what the cgroup holds, remove cgroups
  *                  and the state directory
+ *   pool/          sandboxes provisioned ahead of demand (off unless
+ *                  ROLLOUT_SANDBOX_POOL_MAX or the pool option says how many)
  * This class holds what they share (localSandboxContext.ts) and the provider
  * interface around them.
  */
@@ -41,6 +43,7 @@ import { holderAlive, isThisProcess, thisProcess } from './holderProcess.js';
 import { errorText, sandboxError, type LocalSandboxContext } from './localSandboxContext.js';
 import { sandboxLossEvidence } from './lossEvidence.js';
 import { isSameProcess } from './procfs.js';
+import { SandboxPool, type SandboxPoolOptions } from './pool/sandboxPool.js';
 import { checkLowerLayer, provisionSandbox } from './provision.js';
 import { SandboxRegistry } from './sandboxRegistry.js';
 import { GROUP, HOSTS, PASSWD } from './sandboxScripts.js';
@@ -76,9 +79,22 @@ export interface LocalSandboxProviderOptions {
   execHelper?: string | null;
   /** Where the provider says what it could not do as configured (once); default: a line on stderr. */
   notice?: (message: string) => void;
+  /**
+   * Sandboxes provisioned ahead of demand (pool/sandboxPool.ts): at most `max` ready at once, per shape
+   * as many as were provisioned in the last `windowMs`. Default: ROLLOUT_SANDBOX_POOL_MAX (unset: 0, off).
+   */
+  pool?: SandboxPoolOptions;
 }
 
 export const DEFAULT_STATE_ROOT = '/var/lib/rollout-pipeline/sandboxes';
+
+function poolFromEnv(): SandboxPoolOptions {
+  const value = process.env.ROLLOUT_SANDBOX_POOL_MAX;
+  if (value === undefined || value === '') return { max: 0 };
+  const max = Number(value);
+  if (!Number.isInteger(max) || max < 0) throw new Error(`ROLLOUT_SANDBOX_POOL_MAX=${JSON.stringify(value)}: give how many ready sandboxes to keep at most, a whole number >= 0 (0 or unset: no pool)`);
+  return { max };
+}
 
 function spawnViaFromEnv(): SpawnVia {
   const value = process.env.ROLLOUT_SANDBOX_SPAWN;
@@ -100,6 +116,8 @@ export class LocalSandboxProvider implements SandboxProvider {
   private readonly defaultMaxOutputBytes: number;
   private readonly maxFileBytes: number;
   private hostReady: Promise<void> | undefined;
+  /** Ready sandboxes, or null when the pool is off. */
+  readonly pool: SandboxPool | null;
 
   constructor(options: LocalSandboxProviderOptions = {}) {
     this.registry = new SandboxRegistry(options.stateRoot ?? process.env.ROLLOUT_SANDBOX_ROOT ?? DEFAULT_STATE_ROOT);
@@ -125,6 +143,8 @@ export class LocalSandboxProvider implements SandboxProvider {
     this.defaultExecTimeoutMs = options.defaultExecTimeoutMs ?? 10 * 60 * 1000;
     this.defaultMaxOutputBytes = options.defaultMaxOutputBytes ?? 1024 * 1024;
     this.maxFileBytes = options.maxFileBytes ?? 64 * 1024 * 1024;
+    const pool = options.pool ?? poolFromEnv();
+    this.pool = pool.max > 0 ? new SandboxPool(this.ctx, pool, (spec) => provisionSandbox(this.ctx, spec, (id) => this.teardown(id)), (id) => this.teardown(id), notice) : null;
   }
 
   /** Checks the host once and writes the synthetic /etc files every sandbox binds; a failure is retried by the next provision. */
@@ -150,9 +170,15 @@ export class LocalSandboxProvider implements SandboxProvider {
     const spec = parsed.data;
     await this.ensureHost();
     await checkLowerLayer(spec);
+    const ready = await this.pool?.take(spec);
+    if (ready) return ready;
     return provisionSandbox(this.ctx, spec, (id) => this.teardown(id));
   }
 
+  /** Tears down the sandboxes the pool holds ready (worker shutdown); provisions after it do without the pool. */
+  async close(): Promise<void> {
+    await this.pool?.drain();
+  }
 
   private parseHandle(handle: SandboxHandle): LocalSandboxHandle {
     const parsed = LocalSandboxHandleSchema.safeParse(handle);
