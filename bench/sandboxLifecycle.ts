@@ -1,7 +1,7 @@
 /**
  * Section 1: local sandbox lifecycle latency (provision, exec, teardown) over
  * N cycles, side by side with floors measured in the same run from the same
- * process: a plain fork/exec of `true`, and a bare `bwrap ... true`. When the
+ * process, sampled in every cycle: a plain fork/exec of `true`, and a bare `bwrap ... true`. When the
  * compiled helper is there (ROLLOUT_EXEC_HELPER), every other cycle goes
  * through the program chain it replaces, so both stand beside the same floors
  * of the same run. Then N sandboxes alive at once, with the memory each idle
@@ -46,9 +46,9 @@ export interface SandboxLifecycleResult {
   /** The same cycles through the program chain (sh + nsenter + setpriv; unshare + mount script), interleaved with the main ones. */
   chain: { provision: Summary; exec: Summary; teardown: Summary; provision_over_bwrap_floor: number; exec_over_fork_exec_floor: number } | null;
   /**
-   * The same cycles with a pool of ready sandboxes (max 2; refilled in the background between a
-   * cycle's provision and its teardown): provision as a rollout waits for it, how often it found
-   * one ready, and how many the pool had made and never handed out when drained.
+   * The same cycles with a pool of ready sandboxes (max 2; refilled in the background during a
+   * cycle's execs and teardown, and settled before the next cycle): provision as a rollout waits
+   * for it, how often it found one ready, and how many the pool had made and never handed out.
    */
   pool: { provision: Summary; provision_over_bwrap_floor: number; hits: number; drained_unused: number };
   provision_over_bwrap_floor: number;
@@ -75,11 +75,6 @@ function spawnTimed(argv: string[]): Promise<number> {
   });
 }
 
-async function floor(argv: string[], n: number): Promise<Summary> {
-  const samples: number[] = [];
-  for (let i = 0; i < n; i++) samples.push(await spawnTimed(argv));
-  return summarize(samples);
-}
 
 const BARE_BWRAP = ['bwrap', '--ro-bind', '/usr', '/usr', '--symlink', 'usr/bin', '/bin', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts', '--proc', '/proc', '--dev', '/dev', '--', '/bin/true'];
 
@@ -97,8 +92,9 @@ export async function runSandboxLifecycle(options: SandboxLifecycleOptions): Pro
 
   try {
     log(`sandbox lifecycle: ${cycles} cycles (3 execs each), then ${aliveCount} alive at once`);
-    const forkExec = await floor(['/bin/true'], cycles);
-    const bareBwrap = await floor(BARE_BWRAP, cycles);
+    // The floors are sampled inside every cycle, beside what they are floors of: on a shared machine the
+    // load changes within a run, and a ratio only means something when both sides saw the same load.
+    const floors = { forkExec: [] as number[], bwrap: [] as number[] };
 
     const main = { provision: [] as number[], exec: [] as number[], teardown: [] as number[] };
     const chain = { provision: [] as number[], exec: [] as number[], teardown: [] as number[] };
@@ -119,13 +115,19 @@ export async function runSandboxLifecycle(options: SandboxLifecycleOptions): Pro
       into.teardown.push(performance.now() - t);
     };
     for (let i = 0; i < cycles; i++) {
+      for (let k = 0; k < 3; k++) floors.forkExec.push(await spawnTimed(['/bin/true']));
+      floors.bwrap.push(await spawnTimed(BARE_BWRAP));
       await cycle(provider, main);
       if (chainProvider) await cycle(chainProvider, chain);
       if ((poolProvider.pool?.size ?? 0) > 0) hits++;
       await cycle(poolProvider, pooled);
+      // The refill runs while the pool cycle's commands do; it must not run beside the next cycles measured.
+      await poolProvider.pool?.settled();
     }
     const drainedUnused = poolProvider.pool?.size ?? 0;
     await poolProvider.close();
+    const forkExec = summarize(floors.forkExec);
+    const bareBwrap = summarize(floors.bwrap);
     const lifecycle = { provision: summarize(main.provision), exec: summarize(main.exec), teardown: summarize(main.teardown) };
     const chainLifecycle = chainProvider ? { provision: summarize(chain.provision), exec: summarize(chain.exec), teardown: summarize(chain.teardown) } : null;
 
