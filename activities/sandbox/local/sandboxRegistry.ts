@@ -3,8 +3,12 @@
  * state root, holding `record.json` (owner, labels, lease, handle). It outlives
  * the worker process, so a reaper or a restarted worker finds every sandbox
  * that is still open, including one whose provisioning was cut short.
+ * The provider's own paths use the asynchronous methods (write, get,
+ * listIds): they run on the worker's event loop for every sandbox. read()
+ * and ids() are for host-side tools (benchmarks, tests, inspectors).
  */
-import { mkdirSync, readdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
+import { readdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
 import { LocalSandboxHandleSchema, SandboxOwnerSchema } from '../../../shared/sandbox.js';
@@ -28,6 +32,18 @@ export const StoredRecordSchema = z.object({
 export type StoredRecord = z.infer<typeof StoredRecordSchema>;
 
 export const RECORD_FILE = 'record.json';
+export const SANDBOX_ID = /^sbx-[a-z0-9-]+$/;
+
+function parseRecord(text: string): StoredRecord | undefined {
+  let json: unknown;
+  try {
+    json = JSON.parse(text);
+  } catch {
+    return undefined;
+  }
+  const parsed = StoredRecordSchema.safeParse(json);
+  return parsed.success ? parsed.data : undefined;
+}
 
 export class SandboxRegistry {
   constructor(readonly root: string) {
@@ -38,11 +54,25 @@ export class SandboxRegistry {
     return join(this.root, id);
   }
 
-  write(record: StoredRecord): void {
+  /** Replaces the record atomically (a reader sees the old one or the new one, never half of one). */
+  async write(record: StoredRecord): Promise<void> {
     const file = join(record.stateDir, RECORD_FILE);
-    const tmp = `${file}.${process.pid}.tmp`;
-    writeFileSync(tmp, JSON.stringify(record, null, 2));
-    renameSync(tmp, file);
+    // Unique per write: two writes of one record may overlap (a lease renewal beside a claim).
+    const tmp = `${file}.${process.pid}.${++this.writes}.tmp`;
+    await writeFile(tmp, JSON.stringify(record, null, 2));
+    await rename(tmp, file);
+  }
+
+  private writes = 0;
+
+  async get(id: string): Promise<StoredRecord | undefined> {
+    let text: string;
+    try {
+      text = await readFile(join(this.stateDir(id), RECORD_FILE), 'utf8');
+    } catch {
+      return undefined;
+    }
+    return parseRecord(text);
   }
 
   read(id: string): StoredRecord | undefined {
@@ -52,15 +82,22 @@ export class SandboxRegistry {
     } catch {
       return undefined;
     }
-    const parsed = StoredRecordSchema.safeParse(JSON.parse(text));
-    return parsed.success ? parsed.data : undefined;
+    return parseRecord(text);
+  }
+
+  async listIds(): Promise<string[]> {
+    try {
+      return (await readdir(this.root, { withFileTypes: true })).filter((e) => e.isDirectory() && SANDBOX_ID.test(e.name)).map((e) => e.name);
+    } catch {
+      return [];
+    }
   }
 
   /** Ids of every sandbox directory under the root, with or without a readable record. */
   ids(): string[] {
     try {
       return readdirSync(this.root, { withFileTypes: true })
-        .filter((e) => e.isDirectory() && /^sbx-[a-z0-9-]+$/.test(e.name))
+        .filter((e) => e.isDirectory() && SANDBOX_ID.test(e.name))
         .map((e) => e.name);
     } catch {
       return [];

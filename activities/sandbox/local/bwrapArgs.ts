@@ -1,0 +1,77 @@
+/**
+ * The bubblewrap arguments of a local sandbox: the namespaces, the host base
+ * (read-only /usr, a minimal /etc) or an image's root filesystem, /proc, /dev,
+ * the Harbor mount points, and the keeper as pid 1.
+ */
+import { stat } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { ResolvedSandboxSpec } from '../../../shared/sandbox.js';
+import type { HostPrograms } from './hostCapabilities.js';
+import { HOST_ETC_ENTRIES, KEEPER_SCRIPT, PROC_READ_ONLY, SANDBOX_PATH } from './sandboxScripts.js';
+
+let hostRootDirs: Promise<string[]> | undefined;
+
+/** The top-level directories of the host that a host-base sandbox binds read-only (looked up once per process). */
+function hostRootBinds(): Promise<string[]> {
+  hostRootDirs ??= (async () => {
+    const binds: string[] = [];
+    for (const link of ['bin', 'sbin', 'lib', 'lib32', 'lib64', 'libx32']) {
+      const target = `/${link}`;
+      try {
+        // Merged-/usr hosts (Debian 12) have these as symlinks into /usr; others get a read-only bind.
+        if ((await stat(target)).isDirectory()) binds.push('--ro-bind', target, target);
+      } catch {
+        // absent on this host
+      }
+    }
+    return binds;
+  })();
+  return hostRootDirs;
+}
+
+export async function bwrapArgs(spec: ResolvedSandboxSpec, stateDir: string, diskMb: number, etcDir: string, programs: HostPrograms): Promise<string[]> {
+  const args = ['--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--hostname', 'sandbox'];
+  // 'public': a namespace of its own too, which slirp4netns connects once the sandbox is up (userNetwork.ts).
+  if (spec.network !== 'host') args.push('--unshare-net');
+  if (spec.rootfs) return [...args, ...imageRootArgs(spec, stateDir, etcDir, programs)];
+  args.push('--ro-bind', '/usr', '/usr');
+  args.push(...(await hostRootBinds()));
+  args.push('--perms', '0755', '--dir', '/etc');
+  for (const name of ['passwd', 'group', 'hosts', 'hostname', ...(spec.network === 'public' ? ['resolv.conf'] : [])]) args.push('--ro-bind', join(etcDir, name), `/etc/${name}`);
+  for (const name of HOST_ETC_ENTRIES) args.push('--ro-bind-try', `/etc/${name}`, `/etc/${name}`);
+  args.push('--proc', '/proc', '--dev', '/dev');
+  // Root without capabilities may still write the sysctls of /proc/sys (mode 0644, root-owned), and
+  // several of them are host-wide (kernel.core_pattern names a program the host kernel runs as root).
+  // Read-only, as Docker's readonlyPaths: bwrap covers only /proc/irq and /proc/bus itself.
+  for (const path of PROC_READ_ONLY) args.push('--ro-bind-try', path, path);
+  args.push('--size', String(diskMb * 1024 * 1024), '--tmpfs', '/tmp');
+  args.push('--tmpfs', '/root');
+  // Mount points for what enters only later: tests at verify time, the reference solution for the oracle.
+  args.push('--tmpfs', '/tests', '--tmpfs', '/solution');
+  args.push('--tmpfs', '/logs', '--dir', '/logs/agent', '--dir', '/logs/verifier');
+  args.push('--bind', join(stateDir, 'merged'), spec.workdir);
+  args.push('--remount-ro', '/');
+  args.push('--clearenv', '--setenv', 'PATH', SANDBOX_PATH, '--setenv', 'HOME', '/root');
+  args.push('--chdir', spec.workdir, '--cap-drop', 'ALL', '--info-fd', '3', '--as-pid-1');
+  args.push('--', programs.bash, '--norc', '--noprofile', '-c', KEEPER_SCRIPT);
+  return args;
+}
+
+/**
+ * An image sandbox: the overlay (image root filesystem below, the size-limited tmpfs above) is the
+ * whole root, writable as a container's; /proc, /dev, our hosts/hostname and the Harbor mount points
+ * on top. Nothing of the host is visible but what readOnlyMounts names.
+ */
+function imageRootArgs(spec: ResolvedSandboxSpec, stateDir: string, etcDir: string, programs: HostPrograms): string[] {
+  const args = ['--bind', join(stateDir, 'merged'), '/'];
+  for (const name of ['hosts', 'hostname', ...(spec.network === 'public' ? ['resolv.conf'] : [])]) args.push('--ro-bind', join(etcDir, name), `/etc/${name}`);
+  args.push('--proc', '/proc', '--dev', '/dev');
+  for (const path of PROC_READ_ONLY) args.push('--ro-bind-try', path, path);
+  for (const dir of ['/tmp', '/root', '/tests', '/solution', '/logs/agent', '/logs/verifier', spec.workdir]) args.push('--dir', dir);
+  for (const m of spec.readOnlyMounts) args.push('--ro-bind', m.source, m.target);
+  args.push('--clearenv', '--setenv', 'PATH', spec.env.PATH ?? SANDBOX_PATH, '--setenv', 'HOME', '/root');
+  // The same init as on the host base (bash is what the bash tool runs in the image too).
+  args.push('--chdir', spec.workdir, '--cap-drop', 'ALL', '--info-fd', '3', '--as-pid-1');
+  args.push('--', programs.bash, '--norc', '--noprofile', '-c', KEEPER_SCRIPT);
+  return args;
+}

@@ -1,0 +1,263 @@
+/*
+ * rollout-sandbox-helper: what the local sandbox provider otherwise does with a
+ * chain of programs, in one program start. Built by scripts/ensure-exec-helper.sh
+ * (gcc, libc only); the provider finds it through ROLLOUT_EXEC_HELPER and falls
+ * back to the chain when it is absent. Two modes:
+ *
+ *   exec <keeper-pid> <keeper-start-time> <cgroup-procs,...|-> <rlimit-as|0> <keep-caps,...|-> -- CMD ARGS...
+ *     replaces `sh -c 'echo $$ > cgroup.procs' ; nsenter -t PID -m -p -n -i -u -r -w ;
+ *     setpriv --bounding-set=-all,+KEEP --inh-caps=-all --no-new-privs ; prlimit --as=N`:
+ *     joins the sandbox's cgroups (exit 97 if it cannot, as the join shell did), opens
+ *     the keeper's namespaces through one /proc/<pid> directory after checking its start
+ *     time (a recycled pid is another process: exit 1, as nsenter does for a gone pid),
+ *     enters ipc, uts, net, pid, mnt (nsenter's order; the cgroup, user and time
+ *     namespaces are not entered, as today), takes the keeper's root and working
+ *     directory, forks once (a pid namespace applies to children only) and, in the
+ *     child, lowers RLIMIT_AS, drops every capability from the bounding set but KEEP,
+ *     clears the inheritable and ambient sets, sets no_new_privs and execs CMD with the
+ *     environment it was given. uid, gid and groups stay what they were (root), as
+ *     through nsenter and setpriv. The parent waits and exits as the child did (its
+ *     status, or the same signal), like nsenter.
+ *
+ *   launch <cgroup-procs,...|-> <rlimit-as|0> <rw-dir> <merged-dir> <exit-file> <lower> <size> -- BWRAP ARGS...
+ *     replaces `sh -c join ; prlimit ; unshare --mount --propagation private ; sh -c
+ *     'mount tmpfs; mkdir; mount overlay; bwrap ...; echo $? > init-exit'`: joins the
+ *     cgroups, lowers RLIMIT_AS, makes a private mount namespace, mounts the size-limited
+ *     tmpfs and the overlay, runs bwrap and writes how it ended (its exit status, or
+ *     128 + signal) to exit-file, then exits 0. It stays bwrap's parent for the sandbox's
+ *     life and is the one process that holds the private mount namespace.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/capability.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+static const char *const CAP_NAMES[] = {
+    "chown", "dac_override", "dac_read_search", "fowner", "fsetid", "kill", "setgid", "setuid",
+    "setpcap", "linux_immutable", "net_bind_service", "net_broadcast", "net_admin", "net_raw",
+    "ipc_lock", "ipc_owner", "sys_module", "sys_rawio", "sys_chroot", "sys_ptrace", "sys_pacct",
+    "sys_admin", "sys_boot", "sys_nice", "sys_resource", "sys_time", "sys_tty_config", "mknod",
+    "lease", "audit_write", "audit_control", "setfcap", "mac_override", "mac_admin", "syslog",
+    "wake_alarm", "block_suspend", "audit_read", "perfmon", "bpf", "checkpoint_restore",
+};
+#define CAP_NAME_COUNT ((int)(sizeof(CAP_NAMES) / sizeof(CAP_NAMES[0])))
+
+static void die(int code, const char *what, const char *arg) {
+  fprintf(stderr, "rollout-sandbox-helper: %s%s%s: %s\n", what, arg ? " " : "", arg ? arg : "", strerror(errno));
+  exit(code);
+}
+
+static void usage(const char *message) {
+  fprintf(stderr, "rollout-sandbox-helper: %s\n"
+                  "usage: rollout-sandbox-helper exec PID START-TIME CGROUP-PROCS RLIMIT-AS KEEP-CAPS -- CMD...\n"
+                  "       rollout-sandbox-helper launch CGROUP-PROCS RLIMIT-AS RW MERGED EXIT-FILE LOWER SIZE -- BWRAP...\n",
+          message);
+  exit(2);
+}
+
+/* Writes this process's pid into every cgroup.procs file of a comma-separated list ("-": none). */
+static void join_cgroups(char *list) {
+  if (strcmp(list, "-") == 0) return;
+  char pid[32];
+  int len = snprintf(pid, sizeof pid, "%d\n", (int)getpid());
+  for (char *file = strtok(list, ","); file; file = strtok(NULL, ",")) {
+    int fd = open(file, O_WRONLY | O_CLOEXEC);
+    if (fd < 0 || write(fd, pid, (size_t)len) != len) die(97, "cannot join cgroup", file);
+    close(fd);
+  }
+}
+
+static void lower_address_space(const char *bytes) {
+  unsigned long long limit = strtoull(bytes, NULL, 10);
+  if (limit == 0) return;
+  struct rlimit rl = {.rlim_cur = limit, .rlim_max = limit};
+  if (setrlimit(RLIMIT_AS, &rl) != 0) die(1, "setrlimit RLIMIT_AS", bytes);
+}
+
+/* Exits like the child did: its exit status, or the signal that killed it (nsenter's continue_as_child). */
+static void wait_and_mirror(pid_t child) {
+  int status = 0;
+  for (;;) {
+    pid_t got = waitpid(child, &status, WUNTRACED);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) die(1, "waitpid", NULL);
+    if (WIFSTOPPED(status)) {
+      kill(getpid(), SIGSTOP);
+      kill(child, SIGCONT);
+      continue;
+    }
+    break;
+  }
+  if (WIFEXITED(status)) exit(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    signal(WTERMSIG(status), SIG_DFL);
+    kill(getpid(), WTERMSIG(status));
+  }
+  exit(1);
+}
+
+/* Field 22 of /proc/<pid>/stat (start time in clock ticks), read through the pid's directory fd. */
+static int start_time_matches(int proc_dir, const char *expected) {
+  char buf[4096];
+  int fd = openat(proc_dir, "stat", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = '\0';
+  char *p = strrchr(buf, ')');
+  if (!p) return 0;
+  p += 2; /* field 3, the state */
+  if (*p == 'Z' || *p == 'X') return 0;
+  for (int field = 3; field < 22; field++) {
+    p = strchr(p, ' ');
+    if (!p) return 0;
+    p++;
+  }
+  size_t len = strcspn(p, " ");
+  return len == strlen(expected) && strncmp(p, expected, len) == 0;
+}
+
+static void drop_capabilities(char *keep_list) {
+  int keep[64] = {0};
+  if (strcmp(keep_list, "-") != 0) {
+    for (char *name = strtok(keep_list, ","); name; name = strtok(NULL, ",")) {
+      int found = -1;
+      for (int i = 0; i < CAP_NAME_COUNT; i++) if (strcmp(CAP_NAMES[i], name) == 0) found = i;
+      if (found < 0) {
+        fprintf(stderr, "rollout-sandbox-helper: unknown capability %s\n", name);
+        exit(2);
+      }
+      keep[found] = 1;
+    }
+  }
+  /* The bounding set: every capability the kernel knows, up to the first it does not. */
+  for (int cap = 0; cap < 64; cap++) {
+    if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) < 0) break;
+    if (!keep[cap] && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) die(1, "drop capability from the bounding set", cap < CAP_NAME_COUNT ? CAP_NAMES[cap] : NULL);
+  }
+  /* Inheritable cleared (which clears the ambient set with it); effective and permitted are left to execve, as setpriv does. */
+  struct __user_cap_header_struct header = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
+  struct __user_cap_data_struct data[2];
+  if (syscall(SYS_capget, &header, data) != 0) die(1, "capget", NULL);
+  data[0].inheritable = 0;
+  data[1].inheritable = 0;
+  if (syscall(SYS_capset, &header, data) != 0) die(1, "capset", NULL);
+  if (prctl(PR_CAP_AMBIENT, PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0) != 0 && errno != EINVAL) die(1, "clear ambient capabilities", NULL);
+  if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) die(1, "set no_new_privs", NULL);
+}
+
+static void exec_or_die(char **argv) {
+  execve(argv[0], argv, environ);
+  die(errno == ENOENT ? 127 : 126, "cannot execute", argv[0]);
+}
+
+static int exec_mode(int argc, char **argv) {
+  if (argc < 8 || strcmp(argv[7], "--") != 0 || argc < 9) usage("exec: wrong arguments");
+  const char *pid = argv[2];
+  char path[64];
+  join_cgroups(argv[4]);
+  snprintf(path, sizeof path, "/proc/%s", pid);
+  int proc_dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (proc_dir < 0) die(1, "cannot open", path);
+  /* Namespaces in nsenter's order; the mount namespace last, since it changes what paths mean. */
+  static const struct { const char *name; int type; } NS[] = {
+      {"ns/ipc", CLONE_NEWIPC}, {"ns/uts", CLONE_NEWUTS}, {"ns/net", CLONE_NEWNET}, {"ns/pid", CLONE_NEWPID}, {"ns/mnt", CLONE_NEWNS},
+  };
+  int fds[5];
+  for (int i = 0; i < 5; i++) {
+    fds[i] = openat(proc_dir, NS[i].name, O_RDONLY | O_CLOEXEC);
+    if (fds[i] < 0) die(1, "cannot open namespace of pid", pid);
+  }
+  int root_fd = openat(proc_dir, "root", O_RDONLY | O_CLOEXEC);
+  int wd_fd = openat(proc_dir, "cwd", O_RDONLY | O_CLOEXEC);
+  if (root_fd < 0 || wd_fd < 0) die(1, "cannot open root and working directory of pid", pid);
+  /* Opened through the directory of the process checked here: a pid recycled since cannot slip in. */
+  if (!start_time_matches(proc_dir, argv[3])) {
+    errno = ESRCH;
+    die(1, "the sandbox's init is gone: pid", pid);
+  }
+  close(proc_dir);
+  for (int i = 0; i < 5; i++) {
+    if (setns(fds[i], NS[i].type) != 0) die(1, "setns", NS[i].name);
+    close(fds[i]);
+  }
+  if (fchdir(root_fd) != 0 || chroot(".") != 0 || chdir("/") != 0) die(1, "cannot take the root of pid", pid);
+  if (fchdir(wd_fd) != 0) die(1, "cannot take the working directory of pid", pid);
+  close(root_fd);
+  close(wd_fd);
+
+  signal(SIGCHLD, SIG_DFL);
+  pid_t child = fork();
+  if (child < 0) die(1, "fork", NULL);
+  if (child > 0) wait_and_mirror(child);
+
+  lower_address_space(argv[5]);
+  drop_capabilities(argv[6]);
+  exec_or_die(argv + 8);
+  return 1;
+}
+
+static int launch_mode(int argc, char **argv) {
+  if (argc < 11 || strcmp(argv[9], "--") != 0 || argc < 11) usage("launch: wrong arguments");
+  const char *rw = argv[4], *merged = argv[5], *exit_file = argv[6], *lower = argv[7], *size = argv[8];
+  join_cgroups(argv[2]);
+  lower_address_space(argv[3]);
+  if (unshare(CLONE_NEWNS) != 0) die(1, "unshare the mount namespace", NULL);
+  if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) die(1, "make / private", NULL);
+
+  char options[8192];
+  snprintf(options, sizeof options, "size=%s,mode=0755", size);
+  if (mount("rollout-rw", rw, "tmpfs", 0, options) != 0) die(1, "mount tmpfs on", rw);
+  char upper[4096], work[4096];
+  snprintf(upper, sizeof upper, "%s/upper", rw);
+  snprintf(work, sizeof work, "%s/work", rw);
+  if (mkdir(upper, 0777) != 0) die(1, "mkdir", upper);
+  if (mkdir(work, 0777) != 0) die(1, "mkdir", work);
+  if ((size_t)snprintf(options, sizeof options, "lowerdir=%s,upperdir=%s,workdir=%s", lower, upper, work) >= sizeof options) {
+    errno = ENAMETOOLONG;
+    die(1, "overlay options for", lower);
+  }
+  if (mount("overlay", merged, "overlay", 0, options) != 0) die(1, "mount overlay on", merged);
+
+  signal(SIGCHLD, SIG_DFL);
+  pid_t child = fork();
+  if (child < 0) die(1, "fork", NULL);
+  if (child == 0) exec_or_die(argv + 10);
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0) {
+    if (errno != EINTR) die(1, "waitpid", NULL);
+  }
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  FILE *out = fopen(exit_file, "w");
+  if (!out) die(1, "cannot write", exit_file);
+  fprintf(out, "%d\n", code);
+  fclose(out);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) usage("no mode");
+  if (strcmp(argv[1], "exec") == 0) return exec_mode(argc, argv);
+  if (strcmp(argv[1], "launch") == 0) return launch_mode(argc, argv);
+  if (strcmp(argv[1], "--version") == 0) {
+    puts("rollout-sandbox-helper 1");
+    return 0;
+  }
+  usage("unknown mode");
+  return 2;
+}
