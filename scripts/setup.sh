@@ -24,7 +24,7 @@ rank() { local i; for i in "${!PURPOSES[@]}"; do [ "${PURPOSES[$i]}" = "$1" ] &&
 # and its command. Adding a step is adding a line, e.g.
 #   "test model         *                      bash scripts/ensure-model.sh"
 STEPS=(
-  "run  debian       -                      bash scripts/ensure-debian.sh bubblewrap util-linux procps iproute2 psmisc ca-certificates python3 python3-pip nodejs"
+  "run  debian       -                      bash scripts/ensure-debian.sh bubblewrap util-linux procps iproute2 psmisc slirp4netns ca-certificates python3 python3-pip nodejs"
   "run  node         PATH                   bash scripts/ensure-node.sh"
   "run  npm-deps     -                      bash scripts/ensure-npm-deps.sh"
   "run  temporal-cli TEMPORAL_CLI_PATH      bash scripts/ensure-temporal.sh"
