@@ -146,7 +146,7 @@ export async function createPipelineWorkers(options: PipelineWorkerOptions): Pro
     byQueue.host = await Worker.create({
       ...common,
       taskQueue: hostTaskQueue(options.host),
-      activities: { runTool: activities.runTool, verifyAttempt: activities.verifyAttempt, teardownSandbox: activities.teardownSandbox, reapSandboxes: activities.reapSandboxes },
+      activities: { runTool: activities.runTool, runTools: activities.runTools, verifyAttempt: activities.verifyAttempt, teardownSandbox: activities.teardownSandbox, reapSandboxes: activities.reapSandboxes },
       maxConcurrentActivityTaskExecutions: toolSlots,
       ...activityPolls(toolSlots),
     });
