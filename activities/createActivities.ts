@@ -106,6 +106,16 @@ export interface ToolStepInput {
   remainingMs: number;
 }
 
+/** The tool calls of one turn (callIndexes into the policy's answer, in order) run as one activity. */
+export interface ToolCallsStepInput extends Omit<ToolStepInput, 'callIndex'> {
+  callIndexes: number[];
+}
+
+export interface ToolCallsStepOutput {
+  /** One per call that ran, in order; fewer than asked when the agent's time budget ran out. */
+  calls: ToolStepOutput[];
+}
+
 export interface ToolStepOutput {
   name: string;
   summary: string;
@@ -176,6 +186,38 @@ export function createActivities(deps: ActivityDeps) {
   const policyClient =
     deps.policyClient ??
     ((config: ResolvedPolicyConfig): PolicyClient => (config.kind === 'scripted' ? new ScriptedPolicy(config.script) : config.tokens.mode === 'pipeline' ? new TokenLevelPolicy(config) : new OpenAIPolicy(config)));
+
+  const runOneTool = async (input: ToolStepInput): Promise<ToolStepOutput> => {
+    const name = toolName(input.attempt, input.turn, input.callIndex);
+    // A retry after the result was already recorded must not run the command twice.
+    const existing = await deps.store.get<ToolTurnRecord>(input.trajectoryRef, name);
+    const policy = await deps.store.get<PolicyTurnRecord>(input.trajectoryRef, policyName(input.attempt, input.turn));
+    const call = policy?.assistant.tool_calls?.[input.callIndex];
+    if (!call) throw new ClassifiedError('infra', 'storage_error', `trajectory ${input.trajectoryRef}: no tool call ${input.callIndex} in turn ${input.turn}`);
+    if (existing) return { name: existing.name, summary: summarizeToolCall(call), exitCode: existing.exitCode, malformed: existing.malformed, timedOut: existing.timedOut };
+    const started = performance.now();
+    const outcome = await withHeartbeats((signal) =>
+      executeToolCall(
+        deps.provider,
+        input.handle,
+        call,
+        { workdir: input.workdir, commandTimeoutSec: input.commandTimeoutSec, maxOutputBytes: input.maxOutputBytes, remainingMs: input.remainingMs },
+        { ...(signal ? { signal } : {}), key: name },
+      ),
+    ).catch(async (err: unknown) => {
+      // A sandbox gone after the agent's own command: how it died says whose doing it was.
+      const attributed = await attributeSandboxLoss(err, deps.provider, input.handle, summarizeToolCall(call));
+      await recordAttribution(input.trajectoryRef, input.attempt, `turn ${input.turn}`, attributed);
+      if (attributed instanceof ClassifiedError && attributed.evidence.length > 0) activityLog(deps.logger, input).warn({ failure: failureName(attributed), evidence: attributed.evidence }, 'sandbox lost: attributed');
+      throw attributed;
+    });
+    const durationMs = performance.now() - started;
+    metrics.toolCall(outcome.name, durationMs);
+    activityLog(deps.logger, input).debug({ call: summarizeToolCall(call), exitCode: outcome.exitCode, timedOut: outcome.timedOut, durationMs: Math.round(durationMs) }, 'tool call');
+    const record: ToolTurnRecord = { turn: input.turn, callIndex: input.callIndex, ...outcome };
+    await deps.store.put(input.trajectoryRef, name, record);
+    return { name: outcome.name, summary: summarizeToolCall(call), exitCode: outcome.exitCode, malformed: outcome.malformed, timedOut: outcome.timedOut };
+  };
 
   return {
     /** Pins a task named by its directory to its id and current version (content hash). */
@@ -287,36 +329,22 @@ export function createActivities(deps: ActivityDeps) {
       return { calls, submitted: calls.length === 0 || calls.some((c) => c.name === 'submit' && !c.malformed), latencyMs, tokens: integrity.status };
     },
 
-    runTool: async (input: ToolStepInput): Promise<ToolStepOutput> => {
-      const name = toolName(input.attempt, input.turn, input.callIndex);
-      // A retry after the result was already recorded must not run the command twice.
-      const existing = await deps.store.get<ToolTurnRecord>(input.trajectoryRef, name);
-      const policy = await deps.store.get<PolicyTurnRecord>(input.trajectoryRef, policyName(input.attempt, input.turn));
-      const call = policy?.assistant.tool_calls?.[input.callIndex];
-      if (!call) throw new ClassifiedError('infra', 'storage_error', `trajectory ${input.trajectoryRef}: no tool call ${input.callIndex} in turn ${input.turn}`);
-      if (existing) return { name: existing.name, summary: summarizeToolCall(call), exitCode: existing.exitCode, malformed: existing.malformed, timedOut: existing.timedOut };
+    runTool: (input: ToolStepInput): Promise<ToolStepOutput> => runOneTool(input),
+
+    /**
+     * The tool calls one policy turn asked for, in their order, as one activity (one hand-off instead
+     * of one per call). Each call is recorded in the store as runTool records it, so a retry after a
+     * worker died mid-turn runs only the calls that have no record yet. Stops at the agent's budget.
+     */
+    runTools: async (input: ToolCallsStepInput): Promise<ToolCallsStepOutput> => {
       const started = performance.now();
-      const outcome = await withHeartbeats((signal) =>
-        executeToolCall(
-          deps.provider,
-          input.handle,
-          call,
-          { workdir: input.workdir, commandTimeoutSec: input.commandTimeoutSec, maxOutputBytes: input.maxOutputBytes, remainingMs: input.remainingMs },
-          { ...(signal ? { signal } : {}), key: name },
-        ),
-      ).catch(async (err: unknown) => {
-        // A sandbox gone after the agent's own command: how it died says whose doing it was.
-        const attributed = await attributeSandboxLoss(err, deps.provider, input.handle, summarizeToolCall(call));
-        await recordAttribution(input.trajectoryRef, input.attempt, `turn ${input.turn}`, attributed);
-        if (attributed instanceof ClassifiedError && attributed.evidence.length > 0) activityLog(deps.logger, input).warn({ failure: failureName(attributed), evidence: attributed.evidence }, 'sandbox lost: attributed');
-        throw attributed;
-      });
-      const durationMs = performance.now() - started;
-      metrics.toolCall(outcome.name, durationMs);
-      activityLog(deps.logger, input).debug({ call: summarizeToolCall(call), exitCode: outcome.exitCode, timedOut: outcome.timedOut, durationMs: Math.round(durationMs) }, 'tool call');
-      const record: ToolTurnRecord = { turn: input.turn, callIndex: input.callIndex, ...outcome };
-      await deps.store.put(input.trajectoryRef, name, record);
-      return { name: outcome.name, summary: summarizeToolCall(call), exitCode: outcome.exitCode, malformed: outcome.malformed, timedOut: outcome.timedOut };
+      const calls: ToolStepOutput[] = [];
+      for (const callIndex of input.callIndexes) {
+        const remainingMs = input.remainingMs - (performance.now() - started);
+        if (remainingMs <= 0) break;
+        calls.push(await runOneTool({ ...input, callIndex, remainingMs }));
+      }
+      return { calls };
     },
 
     verifyAttempt: async (input: VerifyInput): Promise<VerifyOutput> => {

@@ -123,7 +123,7 @@ export function formatBreakdowns(runs: [string, PipelineSummary][]): string {
       runs.flatMap(([name, p]) => {
         const b = p.breakdown;
         if (!b) return [];
-        return [[name, String(b.sampled), f0(b.totalMs), a(b, 'provisionSandbox'), a(b, 'policyStep'), a(b, 'runTool'), a(b, 'verifyAttempt'), a(b, 'teardownSandbox'), f0(b.activityWaitMs), b.workflowTasks.toFixed(1), f0(b.workflowTaskWaitMs), f0(b.workflowTaskRunMs), f0(b.otherMs)]];
+        return [[name, String(b.sampled), f0(b.totalMs), a(b, 'provisionSandbox'), a(b, 'policyStep'), f0((b.activityRunMs.runTool ?? 0) + (b.activityRunMs.runTools ?? 0)), a(b, 'verifyAttempt'), a(b, 'teardownSandbox'), f0(b.activityWaitMs), b.workflowTasks.toFixed(1), f0(b.workflowTaskWaitMs), f0(b.workflowTaskRunMs), f0(b.otherMs)]];
       }),
     ),
   ].join('\n');

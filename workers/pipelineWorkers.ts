@@ -5,14 +5,18 @@
  *           (tool calls, verify, teardown), so calls reach the host holding the sandbox
  *   policy: policy (LLM) calls, rate limited per second across all workers
  */
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { bundleWorkflowCode, Worker, type NativeConnection, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { withClassifiedFailures } from '../activities/classifiedToApplicationFailure.js';
 import { createActivities, type ActivityDeps } from '../activities/createActivities.js';
 import { TASK_QUEUES, hostTaskQueue } from '../shared/names.js';
+import { rolloutCacheDir } from './cacheDir.js';
+import { cachedWorkflowBundle } from './workflowBundleCache.js';
 
 export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
+const repoPath = (p: string): string => fileURLToPath(new URL(`../${p}`, import.meta.url));
 
 /**
  * What a process does: run workflows (the main queue's workflow tasks),
@@ -79,8 +83,21 @@ export interface PipelineWorkers {
   shutdown(): void;
 }
 
-export async function bundlePipelineWorkflows(): Promise<WorkflowBundleWithSourceMap> {
-  return bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} } });
+/**
+ * The pipeline's workflow bundle: from the cache outside the repository when one of the same
+ * content was built before (workers/workflowBundleCache.ts), else bundled (3.0 s wall, 2.7 s CPU on this 2-core machine) and stored.
+ */
+export async function bundlePipelineWorkflows(options: { cacheDir?: string } = {}): Promise<WorkflowBundleWithSourceMap> {
+  const cached = await cachedWorkflowBundle({
+    workflowsPath: WORKFLOWS_PATH,
+    // Workflow code imports only workflows/ and shared/ (lint keeps Node built-ins and activities out of it).
+    sourceDirs: [repoPath('workflows'), repoPath('shared')],
+    extraInputs: [repoPath('package-lock.json'), repoPath('tsconfig.json')],
+    buildOptions: { bundler: 'bundleWorkflowCode', defaults: true },
+    cacheDir: options.cacheDir ?? join(rolloutCacheDir(), 'workflow-bundles'),
+    build: () => bundleWorkflowCode({ workflowsPath: WORKFLOWS_PATH, logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} } }),
+  });
+  return cached.bundle;
 }
 
 export async function createPipelineWorkers(options: PipelineWorkerOptions): Promise<PipelineWorkers> {
@@ -129,7 +146,7 @@ export async function createPipelineWorkers(options: PipelineWorkerOptions): Pro
     byQueue.host = await Worker.create({
       ...common,
       taskQueue: hostTaskQueue(options.host),
-      activities: { runTool: activities.runTool, verifyAttempt: activities.verifyAttempt, teardownSandbox: activities.teardownSandbox, reapSandboxes: activities.reapSandboxes },
+      activities: { runTool: activities.runTool, runTools: activities.runTools, verifyAttempt: activities.verifyAttempt, teardownSandbox: activities.teardownSandbox, reapSandboxes: activities.reapSandboxes },
       maxConcurrentActivityTaskExecutions: toolSlots,
       ...activityPolls(toolSlots),
     });

@@ -125,6 +125,10 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<Ru
   // waits for a poll to land there (up to the 60 s long-poll), which one worker process per queue makes
   // likely; seen as a recordRollout activity that took 61 s to start in the demo.
   for (const key of ['matching.numTaskqueueReadPartitions', 'matching.numTaskqueueWritePartitions']) args.push('--dynamic-config-value', `${key}=1`);
+  // Eager activity dispatch: an activity a workflow task schedules on the workflow's own queue (provision,
+  // recordRollout) comes back in the answer to that task's completion instead of through matching and a poll
+  // (the worker reserves a slot for it: maxEagerActivityReservationsPerWorkflowTask, default 3).
+  args.push('--dynamic-config-value', 'system.enableActivityEagerExecution=true');
   // `default` always exists; --namespace creates additional ones.
   if (namespace !== 'default') args.push('--namespace', namespace);
   args.push(...searchAttributeFlags());

@@ -20,6 +20,7 @@ import { trajectoryRefOf } from '../shared/names.js';
 import { ROLLOUT_ATTEMPTS, ROLLOUT_OUTCOME, ROLLOUT_OUTCOME_CLASS, ROLLOUT_REWARD } from '../shared/searchAttributes.js';
 import { classifyFailure, type Classified } from './classifyFailure.js';
 import type { TokenIntegrity } from '../shared/tokens.js';
+import { toolCallsSummary } from './toolCallsSummary.js';
 import { cancelRolloutUpdate, policyVersionSignal, rolloutProgressQuery, type RolloutProgress } from './definitions.js';
 
 /** Failures that retrying the same activity cannot fix: every model and task type, and these infra ones. */
@@ -74,6 +75,8 @@ function hostActivities(p: ProvisionOutput, commandTimeoutSec: number) {
     // Both heartbeat every 2 s: a worker that dies mid-command is noticed after HEARTBEAT_TIMEOUT, and the
     // call is retried on this host's queue (a restarted worker re-attaches to the surviving sandbox).
     tool: activity('runTool', { ...onHost, startToCloseTimeout: `${Math.ceil(commandTimeoutSec) + 60} seconds`, heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { maximumAttempts: 3, nonRetryableErrorTypes: NON_RETRYABLE } }),
+    // A turn's tool calls in one activity: each call's command may take up to its timeout.
+    tools: (calls: number) => activity('runTools', { ...onHost, startToCloseTimeout: `${(Math.ceil(commandTimeoutSec) + 5) * calls + 60} seconds`, heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { maximumAttempts: 3, nonRetryableErrorTypes: NON_RETRYABLE } }),
     verify: activity('verifyAttempt', { ...onHost, startToCloseTimeout: '30 minutes', heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { maximumAttempts: 2, nonRetryableErrorTypes: NON_RETRYABLE } }),
     teardown: activity('teardownSandbox', { ...onHost, startToCloseTimeout: '2 minutes', retry: { maximumAttempts: 5, initialInterval: '1 second' } }),
   };
@@ -207,7 +210,27 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
           : tokens.status === 'ok'
             ? { status: 'ok', attempt, turns: turn + 1 }
             : { status: tokens.status, attempt, turns: turn + 1, turn, ...(tokens.position !== undefined ? { position: tokens.position } : {}), reason: tokens.reason ?? '' };
-        for (const [callIndex, call] of step.calls.entries()) {
+        const runnable = step.calls.flatMap((call, callIndex) => (call.name === 'submit' && !call.malformed ? [] : [{ ...call, callIndex }]));
+        // Rollouts started before this step existed replay with one activity per call (patched() is false for them).
+        if (runnable.length > 1 && patched('tool-calls-of-a-turn-in-one-activity')) {
+          const remainingMs = budgetMs - (Date.now() - agentStart);
+          if (remainingMs > 0) {
+            progress.lastAction = `turn ${turn}: ${runnable.map((c) => c.summary).join(' · ')}`;
+            showProgress();
+            // The Temporal UI shows every call of the turn: their summaries here, each call's result in the activity's result.
+            await host.tools(runnable.length)(toolCallsSummary(turn, runnable.map((c) => c.summary)), {
+              handle: p.handle,
+              trajectoryRef,
+              attempt,
+              turn,
+              callIndexes: runnable.map((c) => c.callIndex),
+              workdir: p.workdir,
+              commandTimeoutSec: group.limits.commandTimeoutSec,
+              maxOutputBytes: group.limits.maxOutputBytes,
+              remainingMs,
+            });
+          }
+        } else for (const [callIndex, call] of step.calls.entries()) {
           if (call.name === 'submit' && !call.malformed) continue;
           const remainingMs = budgetMs - (Date.now() - agentStart);
           if (remainingMs <= 0) break;

@@ -9,7 +9,7 @@ import type { PipelineActivities } from '../activities/createActivities.js';
 import { describeMasked, maskedSummary } from '../shared/masking.js';
 import { METRIC } from '../shared/metricNames.js';
 import { rolloutWorkflowId } from '../shared/names.js';
-import { GroupRequestSchema, type GroupRequest, type GroupResult, type GroupStatus, type ResolvedGroupInput, type RolloutResult } from '../shared/pipeline.js';
+import type { GroupRequest, GroupResult, GroupStatus, ResolvedGroupInput, RolloutResult } from '../shared/pipeline.js';
 import { ROLLOUT_BATCH, ROLLOUT_TASK_ID, ROLLOUT_TASK_VERSION } from '../shared/searchAttributes.js';
 import { computeAdvantages } from './advantages.js';
 import { classifyFailure } from './classifyFailure.js';
@@ -38,6 +38,10 @@ function brokenRollout(input: ResolvedGroupInput, index: number, err: unknown): 
 
 /** Applies defaults, rejects bad input naming the field, and pins the task's id and version. */
 async function resolveInput(request: GroupRequest): Promise<ResolvedGroupInput | { invalidTask: string }> {
+  // Imported here, not at the top: every workflow of the bundle (each rollout too) evaluates the modules
+  // this file imports, and building shared/pipeline.ts's zod schemas cost ~25 ms of the workflow thread's
+  // CPU per workflow started. Bundled in (webpackMode eager); only a group's first task evaluates it.
+  const { GroupRequestSchema } = await import(/* webpackMode: "eager" */ '../shared/pipeline.js');
   const parsed = GroupRequestSchema.safeParse(request);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'input'}: ${i.message}`).join('; ');

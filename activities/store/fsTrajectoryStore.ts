@@ -28,8 +28,14 @@ export class FsTrajectoryStore implements TrajectoryStore {
     const file = this.path(ref, name);
     const tmp = `${file}.${process.pid}.${Math.random().toString(36).slice(2)}.tmp`;
     try {
-      await mkdir(dirname(file), { recursive: true });
-      await writeFile(tmp, JSON.stringify(value, null, 1));
+      const text = JSON.stringify(value, null, 1);
+      // The folder exists for all but an attempt's first record: a recursive mkdir per put was the store's
+      // largest cost in a worker CPU profile (one mkdir per path component), so make it only when missing.
+      await writeFile(tmp, text).catch(async (err: unknown) => {
+        if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw err;
+        await mkdir(dirname(file), { recursive: true });
+        await writeFile(tmp, text);
+      });
       await rename(tmp, file);
     } catch (err) {
       throw new ClassifiedError('infra', 'storage_error', `trajectory store: cannot write ${file}: ${(err as Error).message}`, { cause: err });

@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
 import { Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
-import { WORKFLOWS_PATH } from '../../workers/pipelineWorkers.js';
+import { bundlePipelineWorkflows } from '../../workers/pipelineWorkers.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const dir = join(root, 'test/fixtures/histories');
@@ -28,7 +28,8 @@ test('there is a recorded history for every workflow type, from the current code
 
 for (const file of files) {
   test(`the recorded history ${file} replays against the current code`, { timeout: 120_000 }, async () => {
-    await Worker.runReplayHistory({ workflowsPath: WORKFLOWS_PATH }, load(file), `recorded-${file}`);
+    // The bundle the workers use (built once per content, workers/workflowBundleCache.ts).
+    await Worker.runReplayHistory({ workflowBundle: await bundlePipelineWorkflows() }, load(file), `recorded-${file}`);
   });
 }
 

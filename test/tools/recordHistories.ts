@@ -1,7 +1,7 @@
 /**
  * Records the histories the replay test checks every change against: one
- * rolloutGroup, one rollout and one janitor run, from real runs on the dev
- * server. Run after an intentional, versioned workflow change:
+ * rolloutGroup, one rollout (with a turn of two tool calls) and one janitor
+ * run, from real runs on the dev server. Run after an intentional, versioned workflow change:
  *   npm run histories:record
  */
 import { execFileSync } from 'node:child_process';
@@ -24,7 +24,9 @@ test('record workflow histories for the replay test', { timeout: 300_000 }, asyn
     const batchId = 'recorded';
     const batch = await submitBatch(h.client, {
       batchId,
-      tasks: [join(root, 'examples/tasks/fix-median')],
+      // two-file-solution: the reference solution's first turn writes two files, so the rollout recorded
+      // below has a turn whose tool calls run as one activity (the tool-calls-of-a-turn-in-one-activity patch).
+      tasks: [join(root, 'examples/tasks/fix-median'), join(root, 'test/fixtures/tasks/two-file-solution')],
       groupSize: 2,
       policy: { kind: 'scripted', script: 'mixed' },
       taskQueues: h.taskQueues,
@@ -41,7 +43,7 @@ test('record workflow histories for the replay test', { timeout: 300_000 }, asyn
       writeFileSync(join(out, `${name}.json`), json.endsWith('\n') ? json : `${json}\n`);
     };
     save('rolloutGroup', `rollout/${batchId}/fix-median`);
-    save('rollout', `rollout/${batchId}/fix-median/0`);
+    save('rollout', `rollout/${batchId}/two-file-solution/0`);
     save('janitor', janitorId);
   } finally {
     await h.close();
