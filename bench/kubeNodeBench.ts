@@ -38,7 +38,8 @@ try {
     pushImage(image.tag, ref);
     await cluster.kubeConfig.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: NAMESPACE } } });
     const provider = new KubernetesSandboxProvider({ kubeConfig: cluster.kubeConfig, namespace: NAMESPACE, nodeName: node.name, createsPerSecond: rate, readyTimeoutMs: 180_000 });
-    const spec = (): SandboxSpec => ({ image: ref, environmentDir: root, workdir: '/app', limits: { memoryMb: 256, cpus: 0.5 }, owner: { workflowId: 'bench', runId: 'r', attempt: 0 }, labels: { bench: 'kube-node' } });
+    // 0.1 CPU each: the node's allocatable CPU (2 here) caps how many sandboxes run at once.
+    const spec = (cpus = 0.1): SandboxSpec => ({ image: ref, environmentDir: root, workdir: '/app', limits: { memoryMb: 256, cpus }, owner: { workflowId: 'bench', runId: 'r', attempt: 0 }, labels: { bench: 'kube-node' } });
 
     // The first pod pulls the image (5 s here for 466 MB); it is not counted.
     const warm = await provider.provision(spec());
@@ -72,6 +73,14 @@ try {
       }),
     );
     const burstMs = performance.now() - started;
+    // One more, asking for more CPU than is left: the kubelet rejects it (the node's quota holds).
+    const overCap = await provider.provision(spec(2)).then(
+      async (made) => {
+        await provider.teardown(made.handle);
+        return 'admitted (unexpected)';
+      },
+      (err: unknown) => (err instanceof Error ? `${err.name}: ${err.message}` : String(err)),
+    );
     const t = performance.now();
     await Promise.all(handles.map((h) => provider.teardown(h)));
     const burstTeardownMs = performance.now() - t;
@@ -85,6 +94,7 @@ try {
     console.log(row(`burst of ${burst} at once: time to Running`, summarize(toRunning)));
     console.log('');
     console.log(`burst: ${burst} pods Running in ${(burstMs / 1000).toFixed(1)} s = ${(burst / (burstMs / 1000)).toFixed(2)} pods/s (pacing ${rate} creates/s); concurrent teardown of all ${burst} in ${(burstTeardownMs / 1000).toFixed(1)} s`);
+    console.log(`a pod asking 2 CPUs while ${burst} × 0.1 run: ${overCap}`);
     console.log(`machine: ${JSON.stringify(await machineFacts())}`);
   } finally {
     await node.stop();
