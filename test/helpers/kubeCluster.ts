@@ -78,7 +78,7 @@ export interface KubeClusterOptions {
    * Start kwok and its fake node (default). Without it the cluster has no node until a real
    * kubelet joins (test/helpers/kubeNode.ts); the apiserver then reaches kubelets by their
    * Hostname address first (a test kubelet on loopback is `localhost`: kubelet refuses a
-   * loopback node IP).
+   * loopback node IP), and kube-scheduler runs to place pods that name no node.
    */
   fakeNode?: boolean;
 }
@@ -159,7 +159,11 @@ export async function startKubeCluster(options: KubeClusterOptions = {}): Promis
     // account cannot even read discovery (seen in CI: 403 on GET /api/v1 right after start). /readyz waits for them.
     await waitFor('kube-apiserver /readyz', () => isReady(kubeConfig, server), processes, logs);
     const cluster = { kubeConfig, kubeconfigPath, server, execDir, caCert: readFileSync(join(pki, 'ca.crt')), adminToken: ADMIN_TOKEN, pkiDir: pki, dir, stop };
-    if (!fakeNode) return cluster;
+    if (!fakeNode) {
+      // A real node's pods may name no node (ROLLOUT_SANDBOX_PROVIDER=kubernetes in `rollout worker`): the scheduler places them.
+      start('kube-scheduler', [`--kubeconfig=${kubeconfigPath}`, '--leader-elect=false', '--bind-address=127.0.0.1', `--secure-port=${await freePort()}`]);
+      return cluster;
+    }
 
     writeFileSync(
       join(dir, 'kwok-exec.yaml'),

@@ -25,7 +25,7 @@ import { randomBytes } from 'node:crypto';
 import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { CoreV1Api } from '@kubernetes/client-node';
+import { CoreV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
 import { freePort } from '../../workers/temporalDevServer.js';
 import type { KubeCluster } from './kubeCluster.js';
 import { buildPauseImage, pushImage } from './ociRegistry.js';
@@ -334,7 +334,12 @@ wait
     for (const deadline = Date.now() + 120_000; ; ) {
       if (launcher.exitCode !== null) throw new Error(`the node's launcher exited ${launcher.exitCode}; logs in ${logs}: ${readFileSync(join(logs, 'node.log'), 'utf8')}`);
       const node = await core.readNode({ name: NODE_NAME }).catch(() => undefined);
-      if (node?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')) break;
+      if (node?.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True')) {
+        // kubelet registers with the not-ready taint, which kube-controller-manager's node lifecycle
+        // controller lifts once the node is Ready; no controller-manager runs here, so lift it for the scheduler.
+        if (node.spec?.taints?.length) await core.patchNode({ name: NODE_NAME, body: [{ op: 'remove', path: '/spec/taints' }] }, setHeaderOptions('Content-Type', PatchStrategy.JsonPatch));
+        break;
+      }
       if (Date.now() > deadline) throw new Error(`kubelet did not make node ${NODE_NAME} Ready in 120 s; logs in ${logs}`);
       await sleep(300);
     }

@@ -26,7 +26,10 @@ import { sandboxConformanceSuite } from '../conformance/sandboxConformance.js';
 import { startKubeCluster, type KubeCluster } from '../helpers/kubeCluster.js';
 import { kubeNodeBinDir, startKubeNode, type KubeNode } from '../helpers/kubeNode.js';
 import { pushImage, startOciRegistry, type OciRegistry } from '../helpers/ociRegistry.js';
+import { submitBatch } from '../../client/submitBatch.js';
+import type { GroupResult } from '../../shared/pipeline.js';
 import { runOneGroup, startHarness } from '../helpers/pipelineHarness.js';
+import { startWorkerProcess, type WorkerProcess } from '../helpers/workerProcess.js';
 import { connectClient, uniqueTaskQueue } from '../helpers/temporal.js';
 
 const NAMESPACE = 'rollout-sandboxes';
@@ -147,6 +150,59 @@ describe('kubernetes sandbox provider on a real node', { timeout: 600_000, skip 
       assert.deepEqual(await provider.list({ batch: group.batchId }), [], 'every rollout tore its pod down');
     } finally {
       await h.close();
+    }
+  });
+
+  test('`rollout worker` with ROLLOUT_SANDBOX_PROVIDER=kubernetes, SIGKILLed mid-batch and replaced: every rollout still scores 1, and no pod of the batch is left', async () => {
+    // The oracle's solve.sh sleeps, so the worker dies while the rollouts are in their tool call.
+    const taskDir = join(scratch, 'kube-slow-task');
+    for (const d of ['environment', 'solution', 'tests']) mkdirSync(join(taskDir, d), { recursive: true });
+    writeFileSync(join(taskDir, 'task.toml'), `version = "1.0"\n\n[verifier]\ntimeout_sec = 60.0\n\n[agent]\ntimeout_sec = 120.0\n\n[environment]\ndocker_image = "${imageRef}"\nmemory = "256M"\ncpus = 0.2\n`);
+    writeFileSync(join(taskDir, 'instruction.md'), 'Write "done" to /app/result.txt.\n');
+    writeFileSync(join(taskDir, 'solution', 'solve.sh'), '#!/bin/bash\nsleep 8\necho done > /app/result.txt\n');
+    writeFileSync(join(taskDir, 'tests', 'test.sh'), '#!/bin/bash\nif [ "$(cat /app/result.txt)" = done ]; then echo 1; else echo 0; fi > /logs/verifier/reward.txt\n');
+    const prefix = uniqueTaskQueue('kube-real-kill');
+    const workers: WorkerProcess[] = [];
+    const startWorker = async (): Promise<WorkerProcess> => {
+      const w = startWorkerProcess({
+        queuePrefix: prefix,
+        hostId: `${prefix}-host`,
+        dataDir: join(scratch, 'kill', 'data'),
+        sandboxRoot: join(scratch, 'kill', 'sandboxes'),
+        env: { ROLLOUT_SANDBOX_PROVIDER: 'kubernetes', KUBECONFIG: cluster?.kubeconfigPath ?? '', ROLLOUT_SANDBOX_NAMESPACE: NAMESPACE },
+      });
+      workers.push(w);
+      await w.ready;
+      return w;
+    };
+    const { client, close } = await connectClient();
+    try {
+      const first = await startWorker();
+      const batchId = `kube-real-kill-${Date.now()}`;
+      const batch = await submitBatch(client, { batchId, tasks: [taskDir], groupSize: 2, policy: { kind: 'scripted', script: 'oracle' }, taskQueues: { main: prefix, policy: `${prefix}-policy` } });
+      for (const deadline = Date.now() + 120_000; (await provider.list({ batch: batchId })).filter((r) => r.alive).length < 2; await new Promise((r) => setTimeout(r, 300))) {
+        if (Date.now() > deadline) {
+          const pods = (await core.listNamespacedPod({ namespace: NAMESPACE })).items.map((p) => `${p.metadata?.name} ${p.spec?.nodeName ?? 'unscheduled'} ${p.status?.phase} ${JSON.stringify(p.status?.conditions?.map((c) => c.message).filter(Boolean))}`);
+          assert.fail(`both rollouts got a running pod within 120 s; pods: ${JSON.stringify(pods)}; worker: ${JSON.stringify(first.lines.filter((l) => Number(l.level) >= 40).slice(-5))} ${first.stderr().slice(-2000)}`);
+        }
+      }
+      await new Promise((r) => setTimeout(r, 3_000)); // inside the oracle's sleep
+      first.kill('SIGKILL');
+      await first.exited;
+      assert.equal((await provider.list({ batch: batchId })).filter((r) => r.alive).length, 2, 'the pods outlive their worker');
+      await startWorker();
+      const groups: GroupResult[] = [];
+      for await (const g of batch.results()) groups.push(g);
+      const rollouts = groups.flatMap((g) => g.rollouts);
+      assert.deepEqual(rollouts.map((r) => r.reward), [1, 1], JSON.stringify(rollouts.map((r) => r.attemptHistory.map((a) => `${a.outcomeClass}/${a.outcomeType}: ${a.message}`))));
+      for (const r of rollouts) assert.ok(r.experiment?.environmentIdentity.endsWith(`= ${imageDigest}`), r.experiment?.environmentIdentity);
+      // Whatever the killed worker left (a pod of an attempt that was replaced) is the reaper's: its owner run is closed.
+      await reapSandboxes(provider, temporalOwnerStatus(client), { dryRun: false });
+      assert.deepEqual(await provider.list({ batch: batchId }), [], 'no pod of the batch is left');
+    } finally {
+      for (const w of workers) if (w.child.exitCode === null && w.child.signalCode === null) w.kill('SIGKILL');
+      await Promise.all(workers.map((w) => w.exited));
+      await close();
     }
   });
 
