@@ -236,7 +236,7 @@ export function createActivities(deps: ActivityDeps) {
       const task = loadSubmittedTask(tasks, input.group.task);
       const started = performance.now();
       let identity = '';
-      const { handle, enforcedLimits, abandoned } = await withHeartbeats(async (signal) => {
+      const { handle, enforcedLimits, image, abandoned } = await withHeartbeats(async (signal) => {
         // A Dockerfile task on the local provider: its image, built on first use (one build per host, shared).
         const environment = await taskEnvironment(task, deps.provider.name, (line) => activityLog(deps.logger, input).info(line));
         identity = environment.identity;
@@ -279,7 +279,8 @@ export function createActivities(deps: ActivityDeps) {
           taskId: task.id,
           taskVersion: task.version,
           taskDir: task.dir,
-          environmentIdentity: identity,
+          // A provider that runs the task's image says which one, by digest: [environment].docker_image and what it resolved to.
+          environmentIdentity: image ? `${identity}; image ${image.reference} = ${image.digest}` : identity,
           toolInterfaceHash: TOOL_INTERFACE_HASH,
           resetRules: RESET_RULES,
           verifierHash: task.verifierHash,

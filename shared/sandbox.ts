@@ -158,6 +158,8 @@ export interface ReadFileOptions {
 export interface ProvisionResult {
   handle: SandboxHandle;
   enforcedLimits: EnforcedLimits;
+  /** The image the sandbox runs, as its runtime reports it (Kubernetes: the pod's imageID, by digest); absent when none is reported. */
+  image?: { reference: string; digest: string };
 }
 
 export interface TeardownReport {

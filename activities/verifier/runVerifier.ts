@@ -52,9 +52,10 @@ const MAX_WORKSPACE_BYTES = 512 * 1024 * 1024;
  * directory of read-only reward files survives `find -delete` and makes
  * test.sh's write of the real reward fail). Everything is unlocked first
  * (chmod -R never follows a link), /logs/verifier is removed whatever it is,
- * and a fresh directory takes its place.
+ * and a fresh directory takes its place. A task's own image (the Kubernetes
+ * provider runs it as it is) may have no /tests, /logs or /root: they are made.
  */
-export const RESET_FOR_TESTS = 'chmod -R u+rwX /tests /logs /root /tmp 2>/dev/null; rm -rf /logs/verifier && find /tests /root /tmp -mindepth 1 -delete && mkdir /logs/verifier';
+export const RESET_FOR_TESTS = 'mkdir -p /tests /logs /root /tmp && chmod -R u+rwX /tests /logs /root /tmp 2>/dev/null; rm -rf /logs/verifier && find /tests /root /tmp -mindepth 1 -delete && mkdir /logs/verifier';
 
 async function readOptional(provider: SandboxProvider, handle: SandboxHandle, path: string, maxBytes: number): Promise<string | undefined> {
   try {

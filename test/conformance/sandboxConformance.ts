@@ -57,12 +57,12 @@ function reachableFromHost(host: string, port: number): Promise<boolean> {
  * semantics do not apply to the provider under test (it is then reported as
  * skipped with that reason, so the gap stays visible).
  */
-export function sandboxConformanceSuite(name: string, target: () => ConformanceTarget, options: { notApplicable?: Record<string, string> } = {}): void {
+export function sandboxConformanceSuite(name: string, target: () => ConformanceTarget, options: { notApplicable?: Record<string, string>; skip?: string | false } = {}): void {
   const test = (title: string, fn: (t: TestContext) => Promise<void>): void => {
     const reason = Object.entries(options.notApplicable ?? {}).find(([prefix]) => title.startsWith(prefix))?.[1];
     nodeTest(title, reason ? { skip: `not applicable to ${name}: ${reason}` } : {}, fn);
   };
-  describe(`${name} sandbox conformance`, { timeout: 600_000 }, () => {
+  describe(`${name} sandbox conformance`, { timeout: 600_000, skip: options.skip ?? false }, () => {
     async function fresh(overrides?: Partial<SandboxSpec>): Promise<SandboxHandle> {
       const t = target();
       const { handle } = await t.provider.provision(t.spec(overrides));

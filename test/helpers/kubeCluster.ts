@@ -28,6 +28,10 @@ export interface KubeCluster {
   /** PEM of the CA that signed the API server's certificate. */
   caCert: Buffer;
   adminToken: string;
+  /** The throwaway CA and the other certificates (ca.crt, ca.key: a real node's certificates are signed with it). */
+  pkiDir: string;
+  /** Scratch directory of this cluster (removed by stop). */
+  dir: string;
   /** Stops kwok, the apiserver and etcd, and removes their files. */
   stop(): Promise<void>;
 }
@@ -69,7 +73,18 @@ async function waitFor(what: string, check: () => Promise<boolean>, processes: C
   }
 }
 
-export async function startKubeCluster(): Promise<KubeCluster> {
+export interface KubeClusterOptions {
+  /**
+   * Start kwok and its fake node (default). Without it the cluster has no node until a real
+   * kubelet joins (test/helpers/kubeNode.ts); the apiserver then reaches kubelets by their
+   * Hostname address first (a test kubelet on loopback is `localhost`: kubelet refuses a
+   * loopback node IP), and kube-scheduler runs to place pods that name no node.
+   */
+  fakeNode?: boolean;
+}
+
+export async function startKubeCluster(options: KubeClusterOptions = {}): Promise<KubeCluster> {
+  const fakeNode = options.fakeNode ?? true;
   const bin = kubeBinDir();
   const dir = mkdtempSync(join(tmpdir(), 'kube-cluster-'));
   const pki = join(dir, 'pki');
@@ -129,7 +144,7 @@ export async function startKubeCluster(): Promise<KubeCluster> {
       '--service-cluster-ip-range=10.0.0.0/24', '--authorization-mode=Node,RBAC',
       '--disable-admission-plugins=ServiceAccount',
       `--kubelet-client-certificate=${join(pki, 'kubelet-client.crt')}`, `--kubelet-client-key=${join(pki, 'kubelet-client.key')}`,
-      '--kubelet-preferred-address-types=InternalIP',
+      `--kubelet-preferred-address-types=${fakeNode ? 'InternalIP' : 'Hostname,InternalIP'}`,
     ]);
     const server = `https://127.0.0.1:${apiPort}`;
     const kubeconfigPath = join(dir, 'kubeconfig');
@@ -143,6 +158,12 @@ export async function startKubeCluster(): Promise<KubeCluster> {
     // /version answers before the post-start hooks finish; until rbac/bootstrap-roles has run, a service
     // account cannot even read discovery (seen in CI: 403 on GET /api/v1 right after start). /readyz waits for them.
     await waitFor('kube-apiserver /readyz', () => isReady(kubeConfig, server), processes, logs);
+    const cluster = { kubeConfig, kubeconfigPath, server, execDir, caCert: readFileSync(join(pki, 'ca.crt')), adminToken: ADMIN_TOKEN, pkiDir: pki, dir, stop };
+    if (!fakeNode) {
+      // A real node's pods may name no node (ROLLOUT_SANDBOX_PROVIDER=kubernetes in `rollout worker`): the scheduler places them.
+      start('kube-scheduler', [`--kubeconfig=${kubeconfigPath}`, '--leader-elect=false', '--bind-address=127.0.0.1', `--secure-port=${await freePort()}`]);
+      return cluster;
+    }
 
     writeFileSync(
       join(dir, 'kwok-exec.yaml'),
@@ -159,7 +180,7 @@ export async function startKubeCluster(): Promise<KubeCluster> {
       const node = await core.readNode({ name: FAKE_NODE });
       return Boolean(node.status?.conditions?.some((c) => c.type === 'Ready' && c.status === 'True') && node.status.daemonEndpoints?.kubeletEndpoint?.Port);
     }, processes, logs);
-    return { kubeConfig, kubeconfigPath, server, execDir, caCert: readFileSync(join(pki, 'ca.crt')), adminToken: ADMIN_TOKEN, stop };
+    return cluster;
   } catch (err) {
     await stop();
     throw err;

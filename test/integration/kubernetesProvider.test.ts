@@ -130,8 +130,8 @@ describe('kubernetes sandbox provider', { timeout: 300_000 }, () => {
       big.write('end', big.length - 3);
       await provider.writeFile(handle, `${handle.workdir}/big.txt`, big);
       assert.ok(Buffer.from(await provider.readFile(handle, `${handle.workdir}/big.txt`)).equals(big));
-      await assert.rejects(provider.readFile(handle, `${handle.workdir}/big.txt`, { maxBytes: 1000 }), /larger than 1000 bytes/);
-      await assert.rejects(provider.readFile(handle, `${handle.workdir}/missing`), /no such file/);
+      await assert.rejects(provider.readFile(handle, `${handle.workdir}/big.txt`, { maxBytes: 1000 }), /more than 1000 bytes/);
+      await assert.rejects(provider.readFile(handle, `${handle.workdir}/missing`), /No such file/);
     } finally {
       await provider.teardown(handle);
     }

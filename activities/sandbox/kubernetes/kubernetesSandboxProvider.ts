@@ -1,7 +1,8 @@
 /**
  * Sandboxes as Kubernetes Pods, one per attempt, through the API server:
  * created (paced, retried on 409/429/5xx), waited on until Running, exec'd
- * into through the pods/exec endpoint, deleted with grace 0. Pods carry the
+ * into through the pods/exec endpoint, deleted with grace 1 (the node confirms
+ * it stopped every process before the pod leaves the API). Pods carry the
  * labels and annotations the reaper selects on (owner workflow, run, attempt,
  * lease). Files move through exec (base64 in argv: some runtimes never pass
  * stdin EOF on), and command timeouts run inside the pod (`timeout`), since a
@@ -193,7 +194,8 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     const name = created.metadata?.name ?? '';
     const uid = created.metadata?.uid ?? '';
     const deadline = Date.now() + (this.options.readyTimeoutMs ?? 120_000);
-    for (;;) {
+    let running: V1Pod | undefined;
+    while (!running) {
       let pod: V1Pod;
       try {
         pod = await this.core.readNamespacedPod({ namespace: this.options.namespace, name });
@@ -202,13 +204,16 @@ export class KubernetesSandboxProvider implements SandboxProvider {
         throw infra('provision_failed', `cannot read sandbox pod ${name}: ${err instanceof Error ? err.message : String(err)}`, err);
       }
       const phase = pod.status?.phase;
-      if (phase === 'Running' && pod.status?.containerStatuses?.every((c) => c.ready)) break;
+      if (phase === 'Running' && pod.status?.containerStatuses?.every((c) => c.ready)) {
+        running = pod;
+        break;
+      }
       if (phase === 'Failed' || phase === 'Succeeded') {
-        await this.teardown(name).catch(() => undefined);
+        await this.deletePod(name, 0).catch(() => false);
         throw infra('provision_failed', `sandbox pod ${name} ended (${phase}) before it ran: ${pod.status?.message ?? pod.status?.reason ?? ''}`);
       }
       if (Date.now() > deadline) {
-        await this.teardown(name).catch(() => undefined);
+        await this.deletePod(name, 0).catch(() => false); // never Running: out of the API at once (its node, if any, stops what it started)
         const waiting = pod.status?.containerStatuses?.[0]?.state?.waiting;
         throw infra('provision_timeout', `sandbox pod ${name} not Running after ${(this.options.readyTimeoutMs ?? 120_000) / 1000} s (phase ${phase ?? 'unknown'}${waiting ? `, ${waiting.reason}: ${waiting.message ?? ''}` : ''}); deleted`);
       }
@@ -216,7 +221,11 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     }
     const handle: KubernetesSandboxHandle = { provider: 'kubernetes', id: name, namespace: this.options.namespace, container: CONTAINER, uid, workdir: spec.workdir };
     const byPod = (requested: unknown): EnforcedLimits[keyof EnforcedLimits] => (requested === undefined ? 'not-requested' : 'pod-limits');
-    return { handle, enforcedLimits: { memory: byPod(spec.limits.memoryMb), cpu: byPod(spec.limits.cpus), disk: byPod(spec.limits.diskMb), pids: spec.limits.pids === undefined ? 'not-requested' : 'not-enforced' } };
+    const enforcedLimits: EnforcedLimits = { memory: byPod(spec.limits.memoryMb), cpu: byPod(spec.limits.cpus), disk: byPod(spec.limits.diskMb), pids: spec.limits.pids === undefined ? 'not-requested' : 'not-enforced' };
+    // The kubelet reports the image it runs as repo@sha256:... (the manifest pulled); a fake node may report none.
+    const status = running.status?.containerStatuses?.find((c) => c.name === CONTAINER);
+    const digest = /(sha256:[0-9a-f]{64})$/.exec(status?.imageID ?? '')?.[1];
+    return { handle, enforcedLimits, ...(digest ? { image: { reference: status?.image ?? spec.image ?? '', digest } } : {}) };
   }
 
   private parseHandle(handle: SandboxHandle): KubernetesSandboxHandle {
@@ -322,30 +331,46 @@ export class KubernetesSandboxProvider implements SandboxProvider {
   async readFile(handle: SandboxHandle, path: string, options: ReadFileOptions = {}): Promise<Uint8Array> {
     const h = this.parseHandle(handle);
     const maxBytes = options.maxBytes ?? 64 * 1024 * 1024;
-    const r = await this.run(h, ['sh', '-c', 'f="$1"; [ -f "$f" ] || { echo "no such file: $f" >&2; exit 2; }; n=$(wc -c < "$f"); [ "$n" -le "$2" ] || { echo "too large: $n bytes" >&2; exit 3; }; base64 < "$f"', 'sh', path, String(maxBytes)], Math.ceil((maxBytes * 4) / 3) + 1024 * 1024, 300_000);
-    if (r.exitCode === 3) throw new Error(`${path} is larger than ${maxBytes} bytes (${r.stderr.text().trim()})`);
+    const r = await this.run(h, ['sh', '-c', 'f="$1"; [ -f "$f" ] || { echo "$f: No such file or directory" >&2; exit 2; }; n=$(wc -c < "$f"); [ "$n" -le "$2" ] || { echo "too large: $n bytes" >&2; exit 3; }; base64 < "$f"', 'sh', path, String(maxBytes)], Math.ceil((maxBytes * 4) / 3) + 1024 * 1024, 300_000);
+    if (r.exitCode === 3) throw new RangeError(`readFile ${path}: the file has more than ${maxBytes} bytes (maxBytes; ${r.stderr.text().trim()}); read it in parts with exec (head -c / tail -c)`);
     if (r.exitCode !== 0) throw new Error(`cannot read ${path} in sandbox pod ${h.id}: ${r.stderr.text().trim() || `exit ${r.exitCode}`}`);
     return new Uint8Array(Buffer.from(r.stdout.text().replace(/\s+/g, ''), 'base64'));
   }
 
   async teardown(handleOrId: SandboxHandle | string): Promise<TeardownReport> {
     const name = typeof handleOrId === 'string' ? handleOrId : this.parseHandle(handleOrId).id;
+    // Grace 1, not 0: grace 0 removes the pod from the API at once and its kubelet stops the containers
+    // some time later; with grace 1 the pod stays (terminating) until its node has stopped them (the
+    // sandbox's PID 1 exits on TERM, which kills every process of the pod's PID namespace).
+    if (!(await this.deletePod(name, 1))) return { sandboxId: name, existed: false, processesKilled: 0, directoriesRemoved: [], mountsRemoved: [], cgroupsRemoved: [] };
+    if (!(await this.goneWithin(name, 15_000))) {
+      // Its node does not confirm (gone or unresponsive): remove it from the API; that kubelet stops it when it is back.
+      await this.deletePod(name, 0);
+      await this.goneWithin(name, 5_000);
+    }
+    return { sandboxId: name, existed: true, processesKilled: 0, directoriesRemoved: [], mountsRemoved: [], cgroupsRemoved: [] };
+  }
+
+  /** false when the pod did not exist. */
+  private async deletePod(name: string, gracePeriodSeconds: number): Promise<boolean> {
     try {
-      await this.core.deleteNamespacedPod({ namespace: this.options.namespace, name, gracePeriodSeconds: 0 });
+      await this.core.deleteNamespacedPod({ namespace: this.options.namespace, name, gracePeriodSeconds });
+      return true;
     } catch (err) {
-      if (statusCode(err) === 404) return { sandboxId: name, existed: false, processesKilled: 0, directoriesRemoved: [], mountsRemoved: [], cgroupsRemoved: [] };
+      if (statusCode(err) === 404) return false;
       throw infra('exec_transport', `cannot delete sandbox pod ${name}: ${err instanceof Error ? err.message : String(err)}`, err);
     }
-    // Deleted with grace 0: gone from the API once its node confirms; wait briefly so callers see it gone.
-    for (let i = 0; i < 100; i++) {
+  }
+
+  private async goneWithin(name: string, ms: number): Promise<boolean> {
+    for (const deadline = Date.now() + ms; Date.now() < deadline; await new Promise((r) => setTimeout(r, 100))) {
       try {
         await this.core.readNamespacedPod({ namespace: this.options.namespace, name });
       } catch (err) {
-        if (statusCode(err) === 404) break;
+        if (statusCode(err) === 404) return true;
       }
-      await new Promise((r) => setTimeout(r, 100));
     }
-    return { sandboxId: name, existed: true, processesKilled: 0, directoriesRemoved: [], mountsRemoved: [], cgroupsRemoved: [] };
+    return false;
   }
 
   async list(labels: Record<string, string> = {}): Promise<SandboxRecord[]> {
