@@ -137,7 +137,7 @@ describe('kubernetes sandbox provider', { timeout: 300_000 }, () => {
     }
   });
 
-  test('teardown deletes with grace 0, is idempotent and safe concurrently; 20 cycles leave no pod', async () => {
+  test('teardown deletes the pod, is idempotent and safe concurrently; 20 cycles leave no pod', async () => {
     const { handle } = await provider.provision(spec());
     const reports = await Promise.all([provider.teardown(handle), provider.teardown(handle), provider.teardown(handle.id)]);
     assert.ok(reports.some((r) => r.existed));
@@ -154,6 +154,22 @@ describe('kubernetes sandbox provider', { timeout: 300_000 }, () => {
     const stuck = new KubernetesSandboxProvider({ kubeConfig: cluster.kubeConfig, namespace: NAMESPACE, nodeName: 'no-such-node', defaultImage: 'busybox:1.36', readyTimeoutMs: 2_000 });
     await assert.rejects(stuck.provision(spec({ labels: { suite: 'stuck' } })), (err: Error) => err.name === 'infra/provision_timeout' && /not Running after 2 s \(phase Pending/.test(err.message));
     assert.deepEqual(await provider.list({ suite: 'stuck' }), [], 'the stuck pod was deleted');
+  });
+
+  test('a namespace at its ResourceQuota is capacity (infra/provision_failed, retried), not a missing permission', async () => {
+    const namespace = 'rollout-sandboxes-quota';
+    await core.createNamespace({ body: { metadata: { name: namespace } } });
+    await core.createNamespacedResourceQuota({ namespace, body: { metadata: { name: 'sandbox-pods' }, spec: { hard: { pods: '0' } } } });
+    // No controller-manager here to compute the quota's usage: set the status it would.
+    await core.replaceNamespacedResourceQuotaStatus({ namespace, name: 'sandbox-pods', body: { metadata: { name: 'sandbox-pods' }, spec: { hard: { pods: '0' } }, status: { hard: { pods: '0' }, used: { pods: '0' } } } });
+    const full = new KubernetesSandboxProvider({ kubeConfig: cluster.kubeConfig, namespace, nodeName: FAKE_NODE, defaultImage: 'busybox:1.36', createsPerSecond: 50, readyTimeoutMs: 30_000 });
+    await assert.rejects(full.provision(spec({ labels: { suite: 'quota' } })), (err: Error) => {
+      assert.equal(err.name, 'infra/provision_failed', err.message);
+      assert.match(err.message, /is at its ResourceQuota \(exceeded quota: sandbox-pods, requested: pods=1/);
+      assert.match(err.message, /raise the quota or lower the batch's concurrency/);
+      return true;
+    });
+    assert.deepEqual(await full.list({ suite: 'quota' }), []);
   });
 
   test('a task without an image is a task error naming the field', async () => {

@@ -68,6 +68,13 @@ export interface KubernetesSandboxProviderOptions {
   defaultMaxOutputBytes?: number;
 }
 
+/** The API server's "exceeded quota: ..." (or "status unknown for quota: ...") of a 403; undefined when the 403 is about something else (RBAC). */
+function quotaExceeded(err: unknown): string | undefined {
+  const body = err instanceof ApiException ? (typeof err.body === 'string' ? err.body : JSON.stringify(err.body ?? '')) : '';
+  const text = `${err instanceof Error ? err.message : String(err)} ${body}`;
+  return /(?:exceeded quota|status unknown for quota): [^"\\]{1,300}/.exec(text)?.[0];
+}
+
 function infra(type: 'provision_failed' | 'provision_timeout' | 'sandbox_lost' | 'exec_transport' | 'capability_missing', message: string, cause?: unknown): ClassifiedError<'infra'> {
   return new ClassifiedError('infra', type, message, cause === undefined ? undefined : { cause });
 }
@@ -184,6 +191,10 @@ export class KubernetesSandboxProvider implements SandboxProvider {
         const code = statusCode(err);
         const retryable = code === 409 || code === 429 || (code !== undefined && code >= 500);
         if (!retryable || tries >= 5) {
+          // A namespace ResourceQuota that is used up answers 403 too, but it is capacity, not a missing
+          // permission: the attempt fails retryable and the rollout waits for pods to finish.
+          const quota = code === 403 ? quotaExceeded(err) : undefined;
+          if (quota !== undefined) throw infra('provision_failed', `the namespace ${this.options.namespace} is at its ResourceQuota (${quota}); the attempt is retried when pods finish: raise the quota or lower the batch's concurrency`, err);
           if (code === 403) throw infra('capability_missing', `the API server refused to create pods in ${this.options.namespace} (403): grant the worker's ServiceAccount the Role in deploy/kubernetes`, err);
           throw infra('provision_failed', `cannot create a sandbox pod in ${this.options.namespace}: ${err instanceof Error ? err.message : String(err)}`, err);
         }
