@@ -43,6 +43,7 @@ function turnHtml(t: TurnView): string {
   const usage = t.usage ? ` · tokens ${Object.entries(t.usage).filter(([k]) => k.endsWith('_tokens')).map(([k, v]) => `${k.replace('_tokens', '')} ${v}`).join(', ')}` : '';
   const meta = `policy ${t.model} · ${durationText(t.latencyMs)}${t.finishReason ? ` · finish ${t.finishReason}` : ''}${usage}`;
   const parts = [`<article class="turn" id="t${t.turn}"><div class="turn-head">Turn ${t.turn}<span class="meta">${esc(meta)}</span></div>`];
+  if (t.tokens) parts.push(`<div class="facts">${esc(t.tokens)}</div>`);
   if (t.reasoning) parts.push(`<div class="reasoning"><b>reasoning</b>\n${esc(t.reasoning.excerpt.text)}</div>${t.reasoning.excerpt.complete ? '' : `<details><summary>all of the reasoning (${t.reasoning.excerpt.lines} lines)</summary><pre>${esc(t.reasoning.full)}</pre></details>`}`);
   if (t.content) parts.push(`<div class="message">${esc(t.content.excerpt.text)}</div>${t.content.excerpt.complete ? '' : `<details><summary>the whole message (${t.content.excerpt.lines} lines)</summary><pre>${esc(t.content.full)}</pre></details>`}`);
   if (!t.content && t.calls.length === 0) parts.push('<div class="note">empty message: no content, no tool call</div>');

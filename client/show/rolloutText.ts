@@ -37,6 +37,7 @@ function callText(c: ToolCallView): string[] {
 function turnText(t: TurnView): string[] {
   const usage = t.usage ? ` · tokens ${Object.entries(t.usage).filter(([k]) => k.endsWith('_tokens')).map(([k, v]) => `${k.replace('_tokens', '')} ${v}`).join(', ')}` : '';
   const lines = [`turn ${t.turn} · policy ${t.model} · ${durationText(t.latencyMs)}${t.finishReason ? ` · finish ${t.finishReason}` : ''}${usage}`];
+  if (t.tokens) lines.push(`  ${t.tokens}`);
   if (t.reasoning) lines.push(...sectionText(t.reasoning, '  '));
   if (t.content) lines.push(...sectionText(t.content, '  '));
   if (!t.content && t.calls.length === 0) lines.push('  (empty message: no content, no tool call)');

@@ -46,6 +46,8 @@ export interface TurnView {
   content?: Section;
   reasoning?: Section;
   calls: ToolCallView[];
+  /** What a trainer gets from this turn: ids, their source, the template, the prefix check, the policy version. */
+  tokens?: string;
 }
 
 export interface ViewOptions {
@@ -108,7 +110,7 @@ export function turnView(turn: TrajectoryTurn, options: ViewOptions, attemptEnde
     else view.note = attemptEnded ? 'no result recorded: the attempt ended before or during this call' : 'running now, or not started yet';
     return view;
   });
-  return {
+  const view: TurnView = {
     turn: policy.turn,
     latencyMs: policy.latencyMs,
     model: policy.model,
@@ -118,4 +120,20 @@ export function turnView(turn: TrajectoryTurn, options: ViewOptions, attemptEnde
     ...(policy.reasoning ? { reasoning: section('reasoning', policy.reasoning, options.lines * 2, 'head') } : {}),
     calls,
   };
+  const tokens = tokenFacts(policy);
+  return tokens === undefined ? view : { ...view, tokens };
+}
+
+/** One line on the turn's token data; undefined for records that say nothing about tokens (scripted policies, old records). */
+export function tokenFacts(policy: TrajectoryTurn['policy']): string | undefined {
+  const facts: string[] = [];
+  const ids = policy.turnTokens;
+  if (ids && 'reason' in ids) facts.push(`no token ids: ${ids.reason}`);
+  else if (ids) {
+    facts.push(`token ids: prompt ${ids.promptIds.length} + completion ${ids.completionIds.length} (${ids.source})`);
+    if (ids.chatTemplate) facts.push(`template ${ids.chatTemplate.source} sha256 ${ids.chatTemplate.sha256.slice(0, 12)}${ids.chatTemplate.file ? ` (${ids.chatTemplate.file})` : ''}`);
+  }
+  if (policy.prefixCheck) facts.push(policy.prefixCheck.ok ? 'prefix ok' : `prefix break at ${policy.prefixCheck.position}: ${policy.prefixCheck.reason}`);
+  if (policy.policyVersion !== undefined && facts.length > 0) facts.push(`policy version ${policy.policyVersion}`);
+  return facts.length > 0 ? facts.join(' · ') : undefined;
 }

@@ -92,3 +92,21 @@ test('the text escapes control characters the agent printed, so none reaches the
   assert.doesNotMatch(text, /[\x00-\x08\x0b-\x1f\x7f]/, 'no control character but newline and tab');
   assert.ok(text.includes('| ok\\x1b]0;owned\\x07\\x1b[2J\\x0dgone\tstays'), text);
 });
+
+test('a turn shows what the trainer gets: ids and their source, the template, the prefix check, the policy version', () => {
+  const ids = { source: 'pipeline' as const, promptIds: [1, 2, 3, 4], completionIds: [5, 6], completionLogprobs: [-0.1, -0.2], chatTemplate: { source: 'configured' as const, sha256: 'ab'.repeat(32), file: 'qwen.jinja' } };
+  const ok = turnView({ policy: policy({ turnTokens: ids, prefixCheck: { ok: true }, policyVersion: 3 }), tools: [] }, { lines: 20 }, true);
+  assert.equal(ok.tokens, 'token ids: prompt 4 + completion 2 (pipeline) · template configured sha256 abababababab (qwen.jinja) · prefix ok · policy version 3');
+  const broken = turnView({ policy: policy({ turnTokens: ids, prefixCheck: { ok: false, position: 2, expected: 3, actual: 9, reason: 're-rendered differently' } }), tools: [] }, { lines: 20 }, true);
+  assert.match(broken.tokens ?? '', /prefix break at 2: re-rendered differently/);
+  const missing = turnView({ policy: policy({ turnTokens: { reason: 'the server returned no logprobs' } }), tools: [] }, { lines: 20 }, true);
+  assert.equal(missing.tokens, 'no token ids: the server returned no logprobs');
+  assert.equal(turnView({ policy: policy({}), tools: [] }, { lines: 20 }, true).tokens, undefined, 'a scripted turn says nothing about tokens');
+  const view: RolloutView = {
+    state: { workflowId: 'rollout/b/t/0', status: 'completed', batchId: 'b', taskId: 't', index: 0, trajectoryRef: 'b/t/0', startTime: undefined, closeTime: undefined },
+    storeLocation: '/store/b/t/0',
+    attempts: [{ attempt: 0, running: false, recorded: '1 policy turn', turns: [ok] }],
+  };
+  assert.match(rolloutText(view), /^ {2}token ids: prompt 4 \+ completion 2 \(pipeline\)/m);
+  assert.match(rolloutHtml(view), /<div class="facts">token ids: prompt 4 \+ completion 2/);
+});
