@@ -33,21 +33,11 @@ import {
   type TeardownReport,
 } from '../../../shared/sandbox.js';
 import { BoundedOutput } from '../boundedOutput.js';
+import { infra, quotaExceeded, statusCode } from './apiErrors.js';
 import { CreationPacer } from './creationPacer.js';
+import { exitCodeOf, shellQuote } from './execStatus.js';
+import { ANNOTATIONS, CONTAINER, LABELS, labelValue, sandboxPod } from './podManifest.js';
 
-export const LABELS = {
-  managedBy: 'app.kubernetes.io/managed-by',
-  sandbox: 'rollout-pipeline/sandbox',
-  egress: 'rollout-pipeline/egress',
-} as const;
-export const ANNOTATIONS = {
-  workflowId: 'rollout-pipeline/workflow-id',
-  runId: 'rollout-pipeline/run-id',
-  attempt: 'rollout-pipeline/attempt',
-  leaseExpiresAt: 'rollout-pipeline/lease-expires-at',
-  labels: 'rollout-pipeline/labels',
-} as const;
-const CONTAINER = 'sandbox';
 
 export interface KubernetesSandboxProviderOptions {
   kubeConfig: KubeConfig;
@@ -68,52 +58,6 @@ export interface KubernetesSandboxProviderOptions {
   defaultMaxOutputBytes?: number;
 }
 
-/** The API server's "exceeded quota: ..." (or "status unknown for quota: ...") of a 403; undefined when the 403 is about something else (RBAC). */
-function quotaExceeded(err: unknown): string | undefined {
-  const body = err instanceof ApiException ? (typeof err.body === 'string' ? err.body : JSON.stringify(err.body ?? '')) : '';
-  const text = `${err instanceof Error ? err.message : String(err)} ${body}`;
-  return /(?:exceeded quota|status unknown for quota): [^"\\]{1,300}/.exec(text)?.[0];
-}
-
-function infra(type: 'provision_failed' | 'provision_timeout' | 'sandbox_lost' | 'exec_transport' | 'capability_missing', message: string, cause?: unknown): ClassifiedError<'infra'> {
-  return new ClassifiedError('infra', type, message, cause === undefined ? undefined : { cause });
-}
-
-function statusCode(err: unknown): number | undefined {
-  return err instanceof ApiException ? err.code : undefined;
-}
-
-/** Label values: 63 chars of [A-Za-z0-9._-], alphanumeric at both ends. */
-function labelValue(value: string): string {
-  const cleaned = value.replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 63);
-  return cleaned.replace(/^[^A-Za-z0-9]+/, '').replace(/[^A-Za-z0-9]+$/, '');
-}
-
-/**
- * The exit code of a finished exec from its V1Status: Success = 0; a real
- * kubelet says NonZeroExitCode with an ExitCode cause; kwok (and some
- * runtimes) say InternalError "... exit status N".
- */
-export function exitCodeOf(status: V1Status): number | undefined {
-  if (status.status === 'Success') return 0;
-  const cause = status.details?.causes?.find((c) => c.reason === 'ExitCode');
-  if (status.reason === 'NonZeroExitCode' && cause?.message !== undefined) return Number(cause.message);
-  const message = status.message ?? '';
-  const exited = /exit status (\d+)\s*$/.exec(message);
-  if (exited) return Number(exited[1]);
-  // Go's os/exec for a process ended by a signal: "signal: killed" -> 128 + 9, as a shell reports it
-  const signalled = /signal: ([a-z ]+)\s*$/.exec(message);
-  const signal = signalled ? GO_SIGNAL_NAMES[signalled[1] as string] : undefined;
-  return signal === undefined ? undefined : 128 + signal;
-}
-
-/** Go's names of signals (syscall.Signal.String) that end commands. */
-const GO_SIGNAL_NAMES: Record<string, number> = { hangup: 1, interrupt: 2, quit: 3, aborted: 6, killed: 9, 'segmentation fault': 11, 'broken pipe': 13, terminated: 15 };
-
-function shellQuote(s: string): string {
-  return `'${s.replace(/'/g, `'\\''`)}'`;
-}
-
 export class KubernetesSandboxProvider implements SandboxProvider {
   readonly name = 'kubernetes';
   private readonly core: CoreV1Api;
@@ -126,64 +70,13 @@ export class KubernetesSandboxProvider implements SandboxProvider {
     this.pacer = new CreationPacer(options.createsPerSecond ?? 10);
   }
 
-  private podFor(id: string, spec: ReturnType<typeof SandboxSpecSchema.parse>): V1Pod {
-    const image = spec.image ?? this.options.defaultImage;
-    if (!image) throw new ClassifiedError('task', 'invalid_spec', 'the Kubernetes sandbox provider needs a container image: set [environment].docker_image in task.toml (or a default image for the provider)');
-    const limits: Record<string, string> = {};
-    if (spec.limits.memoryMb !== undefined) limits.memory = `${spec.limits.memoryMb}Mi`;
-    if (spec.limits.cpus !== undefined) limits.cpu = `${Math.round(spec.limits.cpus * 1000)}m`;
-    if (spec.limits.diskMb !== undefined) limits['ephemeral-storage'] = `${spec.limits.diskMb}Mi`;
-    const leaseExpiresAt = new Date(Date.now() + spec.leaseMs).toISOString();
-    return {
-      apiVersion: 'v1',
-      kind: 'Pod',
-      metadata: {
-        name: id,
-        namespace: this.options.namespace,
-        labels: {
-          [LABELS.managedBy]: 'rollout-pipeline',
-          [LABELS.sandbox]: 'true',
-          [LABELS.egress]: spec.network === 'none' ? 'deny' : 'allow',
-          ...Object.fromEntries(Object.entries(spec.labels).map(([k, v]) => [`rollout-pipeline/${labelValue(k)}`, labelValue(v)])),
-        },
-        annotations: {
-          [ANNOTATIONS.workflowId]: spec.owner.workflowId,
-          [ANNOTATIONS.runId]: spec.owner.runId,
-          [ANNOTATIONS.attempt]: String(spec.owner.attempt),
-          [ANNOTATIONS.leaseExpiresAt]: leaseExpiresAt,
-          [ANNOTATIONS.labels]: JSON.stringify(spec.labels),
-        },
-      },
-      spec: {
-        restartPolicy: 'Never',
-        automountServiceAccountToken: false,
-        enableServiceLinks: false,
-        terminationGracePeriodSeconds: 0,
-        ...(this.options.runtimeClassName ? { runtimeClassName: this.options.runtimeClassName } : {}),
-        ...(this.options.nodeSelector ? { nodeSelector: this.options.nodeSelector } : {}),
-        ...(this.options.nodeName ? { nodeName: this.options.nodeName } : {}),
-        securityContext: { seccompProfile: { type: 'RuntimeDefault' } },
-        containers: [
-          {
-            name: CONTAINER,
-            image,
-            command: ['sh', '-c', 'trap "exit 0" TERM; while :; do sleep 3600 & wait $!; done'],
-            workingDir: spec.workdir,
-            resources: { limits, requests: limits },
-            securityContext: { allowPrivilegeEscalation: false, privileged: false, capabilities: { drop: ['ALL'] } },
-          },
-        ],
-      },
-    };
-  }
-
   async provision(input: SandboxSpec): Promise<ProvisionResult> {
     const spec = SandboxSpecSchema.parse(input);
-    this.podFor('rollout-sbx-check', spec); // a task error (no image) before anything is created
+    sandboxPod('rollout-sbx-check', spec, this.options); // a task error (no image) before anything is created
     let created: V1Pod | undefined;
     for (let tries = 0; !created; tries++) {
       const id = `rollout-sbx-${randomBytes(6).toString('hex')}`;
-      const body = this.podFor(id, spec);
+      const body = sandboxPod(id, spec, this.options);
       await this.pacer.wait();
       try {
         created = await this.core.createNamespacedPod({ namespace: this.options.namespace, body });
