@@ -389,7 +389,9 @@ export function createActivities(deps: ActivityDeps) {
     teardownSandbox: async (input: TeardownInput): Promise<TeardownReport & { teardownMs: number }> => {
       const { handle } = input;
       const started = performance.now();
-      const report = await deps.provider.teardown(handle);
+      // Heartbeats: a worker that dies mid-teardown is noticed within the heartbeat timeout and the
+      // teardown retried on a live worker, not after its whole start-to-close timeout (2 minutes).
+      const report = await withHeartbeats(() => deps.provider.teardown(handle));
       const teardownMs = performance.now() - started;
       activityLog(deps.logger, input).info({ sandbox: handle.id, teardownMs: Math.round(teardownMs) }, 'sandbox torn down');
       await countSandboxes();

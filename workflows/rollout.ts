@@ -78,7 +78,9 @@ function hostActivities(p: ProvisionOutput, commandTimeoutSec: number) {
     // A turn's tool calls in one activity: each call's command may take up to its timeout.
     tools: (calls: number) => activity('runTools', { ...onHost, startToCloseTimeout: `${(Math.ceil(commandTimeoutSec) + 5) * calls + 60} seconds`, heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { maximumAttempts: 3, nonRetryableErrorTypes: NON_RETRYABLE } }),
     verify: activity('verifyAttempt', { ...onHost, startToCloseTimeout: '30 minutes', heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { maximumAttempts: 2, nonRetryableErrorTypes: NON_RETRYABLE } }),
-    teardown: activity('teardownSandbox', { ...onHost, startToCloseTimeout: '2 minutes', retry: { maximumAttempts: 5, initialInterval: '1 second' } }),
+    // Heartbeats too: a teardown started by a worker that then died is retried after HEARTBEAT_TIMEOUT
+    // (a cancelled run's next start waits for it), not after the whole 2 minutes.
+    teardown: activity('teardownSandbox', { ...onHost, startToCloseTimeout: '2 minutes', heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { maximumAttempts: 5, initialInterval: '1 second' } }),
   };
 }
 
