@@ -8,9 +8,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-SOURCE="activities/sandbox/local/execHelper/sandbox-helper.c"
+# The helper's modes (exec, launch) and the sandbox init it also is (execServer/sandbox-init.c).
+SOURCES=(activities/sandbox/local/execHelper/sandbox-helper.c activities/sandbox/local/execServer/sandbox-init.c activities/sandbox/local/execServer/sandbox-init.h)
+COMPILE=(activities/sandbox/local/execHelper/sandbox-helper.c activities/sandbox/local/execServer/sandbox-init.c)
 CACHE_ROOT="${ROLLOUT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rollout-pipeline}"
-key="$(sha256sum "$SOURCE" | cut -c1-16)"
+key="$(cat "${SOURCES[@]}" | sha256sum | cut -c1-16)"
 target_dir="$CACHE_ROOT/sandbox-helper-$key"
 target="$target_dir/rollout-sandbox-helper"
 
@@ -25,12 +27,12 @@ mkdir -p "$target_dir"
 tmp="$(mktemp "$target_dir/build.XXXXXX")"
 trap 'rm -f "$tmp"' EXIT
 # Static: no dynamic loader at each start (it is on every exec's path).
-if ! gcc -O2 -Wall -Wextra -Werror -static -o "$tmp" "$SOURCE" >&2; then
+if ! gcc -O2 -Wall -Wextra -Werror -static -o "$tmp" "${COMPILE[@]}" >&2; then
   echo "ensure-exec-helper: static link failed; building it dynamically linked" >&2
-  gcc -O2 -Wall -Wextra -Werror -o "$tmp" "$SOURCE" >&2
+  gcc -O2 -Wall -Wextra -Werror -o "$tmp" "${COMPILE[@]}" >&2
 fi
 chmod 0755 "$tmp"
 mv -f "$tmp" "$target"
 trap - EXIT
-echo "ensure-exec-helper: built $target from $SOURCE (sha256 $key...)" >&2
+echo "ensure-exec-helper: built $target from ${COMPILE[*]} (sha256 $key...)" >&2
 echo "$target"

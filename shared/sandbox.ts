@@ -98,6 +98,8 @@ export const LocalSandboxHandleSchema = z
     env: z.record(z.string(), z.string()).optional(),
     /** The spec's fileCapabilities, kept by every command. */
     capabilities: z.array(z.string().regex(/^[a-z_]+$/)).optional(),
+    /** The exec server's socket on the host, when the sandbox's init is the compiled helper's (execServer/). */
+    execSocket: z.string().startsWith('/').optional(),
   })
   .strict();
 export type LocalSandboxHandle = z.infer<typeof LocalSandboxHandleSchema>;

@@ -151,25 +151,49 @@ describe('local sandbox provider', { timeout: 300_000 }, () => {
     }
   });
 
-  test('a keyed command left running by a worker that was SIGKILLed is killed before its retry runs', async () => {
+  for (const [way, execHelper] of [['the exec server', undefined], ['the program chain', null]] as const) {
+    test(`a keyed command left running by a worker that was SIGKILLed never runs beside its retry (${way})`, async () => {
+      const launcher = new LocalSandboxProvider({ stateRoot, execHelper, notice: () => undefined });
+      const { handle } = await launcher.provision(spec());
+      const served = localHandle(handle).execSocket !== undefined;
+      assert.equal(served, execHelper === undefined && process.env.ROLLOUT_EXEC_HELPER !== undefined, 'the sandbox has an exec server exactly when the helper launched it');
+      try {
+        // A worker process starts the command under a key, then dies without a chance to clean up.
+        const script = `
+          import { LocalSandboxProvider } from ${JSON.stringify(join(root, 'activities/sandbox/local/localSandboxProvider.ts'))};
+          const p = new LocalSandboxProvider({ stateRoot: ${JSON.stringify(stateRoot)} });
+          void p.exec(JSON.parse(process.argv[1]), 'sleep 61; echo late >> /app/log', { key: 'attempt-00/turn-0001/call-00' });
+          setTimeout(() => process.kill(process.pid, 'SIGKILL'), 1500);
+        `;
+        const dead = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script, JSON.stringify(handle)], { cwd: root, encoding: 'utf8', timeout: 60_000 });
+        assert.equal(dead.signal, 'SIGKILL', dead.stderr);
+        const orphan = await eventually(() => launcher.exec(handle, 'ps -eo args | grep -c "^sleep 61"'), (r) => r.stdout.trim() === (served ? '0' : '1'), served ? 'the init killed the command when the dead worker\'s connection closed' : 'the dead worker left its command running', 5_000);
+        assert.equal(orphan.stdout.trim(), served ? '0' : '1');
+        // The retry (same key) runs alone.
+        const retry = await launcher.exec(handle, 'ps -eo args | grep -c "^sleep 61"; echo retried >> /app/log', { key: 'attempt-00/turn-0001/call-00' });
+        assert.equal(retry.stdout.trim(), '0', 'the orphaned command was killed before the retry ran');
+        const log = await launcher.exec(handle, 'cat /app/log');
+        assert.equal(log.stdout, 'retried\n');
+      } finally {
+        await launcher.teardown(handle);
+      }
+    });
+  }
+
+  test('a keyed command still running in a live worker is killed before another worker runs its retry (exec server)', async () => {
     const { handle } = await provider.provision(spec());
     try {
-      // A worker process starts the command under a key, then dies without a chance to clean up.
-      const script = `
-        import { LocalSandboxProvider } from ${JSON.stringify(join(root, 'activities/sandbox/local/localSandboxProvider.ts'))};
-        const p = new LocalSandboxProvider({ stateRoot: ${JSON.stringify(stateRoot)} });
-        void p.exec(JSON.parse(process.argv[1]), 'sleep 61; echo late >> /app/log', { key: 'attempt-00/turn-0001/call-00' });
-        setTimeout(() => process.kill(process.pid, 'SIGKILL'), 1500);
-      `;
-      const dead = spawnSync(process.execPath, ['--import', 'tsx', '--input-type=module', '-e', script, JSON.stringify(handle)], { cwd: root, encoding: 'utf8', timeout: 60_000 });
-      assert.equal(dead.signal, 'SIGKILL', dead.stderr);
-      const orphan = await provider.exec(handle, 'ps -eo args | grep -c "^sleep 61"');
-      assert.equal(orphan.stdout.trim(), '1', 'the dead worker left its command running');
-      // The retry (same key) runs alone.
-      const retry = await provider.exec(handle, 'ps -eo args | grep -c "^sleep 61"; echo retried >> /app/log', { key: 'attempt-00/turn-0001/call-00' });
-      assert.equal(retry.stdout.trim(), '0', 'the orphaned command was killed before the retry ran');
-      const log = await provider.exec(handle, 'cat /app/log');
-      assert.equal(log.stdout, 'retried\n');
+      // Two providers stand for two workers: the first still runs the command when the retry comes.
+      const other = new LocalSandboxProvider({ stateRoot });
+      const key = 'attempt-00/turn-0002/call-00';
+      const first = provider.exec(handle, 'echo started; sleep 62; echo late >> /app/log', { key });
+      await eventually(() => provider.exec(handle, 'ps -eo args | grep -c "^sleep 62"'), (r) => r.stdout.trim() === '1', 'the first command runs', 10_000);
+      const retry = await other.exec(handle, 'ps -eo args | grep -c "^sleep 62"; echo retried >> /app/log', { key });
+      assert.equal(retry.stdout.trim(), '0', 'the first run was killed before the retry ran');
+      const firstResult = await first;
+      assert.equal(firstResult.exitCode, 137, 'the superseded command ended by SIGKILL');
+      assert.equal(firstResult.stdout, 'started\n');
+      assert.equal((await provider.exec(handle, 'cat /app/log')).stdout, 'retried\n');
     } finally {
       await provider.teardown(handle);
     }
@@ -293,6 +317,8 @@ describe('local sandbox provider', { timeout: 300_000 }, () => {
   });
 
   test('a broker that dies mid-command fails that command as infra/exec_transport; the next command gets a new broker', async () => {
+    // Commands go through the broker only in sandboxes without the exec server (no compiled helper at provision).
+    const provider = new LocalSandboxProvider({ stateRoot, execHelper: null, notice: () => undefined });
     const { handle } = await provider.provision(spec());
     inspector.track(handle);
     try {

@@ -1,9 +1,13 @@
 /**
  * The compiled sandbox helper (activities/sandbox/local/execHelper/) against
- * the program chain it replaces: a command entered either way, in a sandbox
- * launched either way, sees the same credentials (uid, gid, groups, every
- * capability set, no_new_privs, seccomp), the same namespaces, cgroup, root,
- * working directory, rlimits and environment. Needs ROLLOUT_EXEC_HELPER
+ * the program chain it replaces: a command run by the sandbox's exec server
+ * (execServer/, the init of a sandbox the helper launched), entered through the
+ * helper, or entered through the chain, in a sandbox launched either way, sees
+ * the same credentials (uid, gid, groups, the permitted, effective and bounding
+ * capability sets, no_new_privs, seccomp), the same namespaces, cgroup, root,
+ * working directory, rlimits and environment. What differs is named: the exec
+ * server's commands keep their capabilities through the ambient set (bwrap sets
+ * SECBIT_NOROOT) and lead their own process group inside the sandbox. Needs ROLLOUT_EXEC_HELPER
  * (bash scripts/ensure-exec-helper.sh); skips with that message without it.
  */
 import assert from 'node:assert/strict';
@@ -35,7 +39,7 @@ const PROBE = [
   'cat /proc/self/cgroup',
   'pwd; readlink /proc/self/root; umask',
   'env | sort',
-  'echo "pgrp leader outside: $(ps -o pgid= -p $$ | tr -d " ")"',
+  'echo "pgid: $(ps -o pgid= -p $$ | tr -d " ") self: $$"',
 ].join('; ');
 
 const owner = { workflowId: 'exec-helper', runId: 'run', attempt: 0 };
@@ -58,27 +62,54 @@ describe('sandbox helper', { skip }, () => {
         const { handle } = await launcher.provision({ environmentDir, owner, ...c.spec });
         inspector.track(handle);
         try {
-          const a = await viaHelper.exec(handle, PROBE, { env: { EXEC_VAR: 'x' } });
-          const b = await viaChain.exec(handle, PROBE, { env: { EXEC_VAR: 'x' } });
-          assert.equal(a.exitCode, 0, a.stderr);
-          assert.equal(b.exitCode, 0, b.stderr);
-          assert.equal(a.stdout, b.stdout);
-          assert.match(a.stdout, /^NoNewPrivs:\t1$/m);
-          assert.match(a.stdout, /^CapAmb:\t0000000000000000$/m);
-          assert.match(a.stdout, /^CapInh:\t0000000000000000$/m);
-          // The command is its own process group's leader's child, in the sandbox's pid namespace (pgid 0 there: the leader is outside).
-          assert.match(a.stdout, /^pgrp leader outside: 0$/m);
-          if (c.spec.fileCapabilities) assert.match(a.stdout, /^CapBnd:\t000000000000001b$/m);
-          else assert.match(a.stdout, /^CapBnd:\t0000000000000000$/m);
+          const h = localHandle(handle);
+          assert.equal(h.execSocket !== undefined, launcher === viaHelper, 'a sandbox the helper launched has an exec server');
+          const { execSocket, ...entered } = h;
+          const probe = async (provider: LocalSandboxProvider, target: typeof h): Promise<string> => {
+            const r = await provider.exec(target, PROBE, { env: { EXEC_VAR: 'x' } });
+            assert.equal(r.exitCode, 0, r.stderr);
+            return r.stdout;
+          };
+          const viaHelperExec = await probe(viaHelper, entered);
+          const viaChainExec = await probe(viaChain, entered);
+          const ownPid = (out: string): string => out.replace(/ self: \d+$/m, '');
+          assert.equal(ownPid(viaHelperExec), ownPid(viaChainExec));
+          const keptMask = c.spec.fileCapabilities ? '000000000000001b' : '0000000000000000';
+          for (const out of [viaHelperExec]) {
+            assert.match(out, /^NoNewPrivs:\t1$/m);
+            assert.match(out, /^CapAmb:\t0000000000000000$/m);
+            assert.match(out, /^CapInh:\t0000000000000000$/m);
+            assert.match(out, new RegExp(`^CapBnd:\\t${keptMask}$`, 'm'));
+            // The command is its own process group's leader's child, in the sandbox's pid namespace (pgid 0 there: the leader is outside).
+            assert.match(out, /^pgid: 0 self: \d+$/m);
+          }
+          if (execSocket !== undefined) {
+            const served = await probe(viaHelper, h);
+            const cgroupLines = /^(cgroup cgroup:.*|\d+:[^:\n]*:.*)$/gm;
+            const same = (out: string): string => out.replace(/^(CapInh|CapAmb):.*$/gm, '').replace(/^pgid: .*$/m, '').replace(cgroupLines, '');
+            assert.equal(same(served), same(viaHelperExec), 'the exec server runs commands as the helper enters them');
+            // Its commands are the init's children, so they stay in the sandbox's cgroup namespace (bwrap
+            // --unshare-cgroup-try), rooted at the sandbox's cgroups: no host cgroup path shows, as it does
+            // through setns, which does not enter that namespace.
+            for (const line of served.match(/^\d+:[^:\n]*:.*$/gm) ?? []) assert.match(line, /:\/$/, `a cgroup path inside the sandbox: ${line}`);
+            if (h.cgroupProcFiles.length > 0) assert.match(viaHelperExec, /:\/rollout-pipeline\/sbx-/);
+            // Kept capabilities survive execve through the ambient set (bwrap's SECBIT_NOROOT), and nothing more.
+            assert.match(served, new RegExp(`^CapInh:\\t${keptMask}$`, 'm'));
+            assert.match(served, new RegExp(`^CapAmb:\\t${keptMask}$`, 'm'));
+            const [, pgid, self] = /^pgid: (\d+) self: (\d+)$/m.exec(served) ?? [];
+            assert.equal(pgid, self, 'the command leads its own process group inside the sandbox');
+          }
           const pid1 = await viaHelper.exec(handle, 'cat /proc/1/cmdline | tr "\\0" " "');
-          assert.match(pid1.stdout, /bash --norc --noprofile -c/);
-          // Exit statuses, signals and timeouts come through the helper's fork as they did through nsenter's.
-          assert.equal((await viaHelper.exec(handle, 'exit 7')).exitCode, 7);
-          assert.equal((await viaHelper.exec(handle, 'kill -9 $$')).exitCode, 137);
-          const slow = await viaHelper.exec(handle, 'sleep 30', { timeoutMs: 200 });
-          assert.equal(slow.timedOut, true);
+          assert.match(pid1.stdout, execSocket !== undefined ? /^\/proc\/self\/fd\/6 init 5 6 / : /bash --norc --noprofile -c/);
+          // Exit statuses, signals and timeouts come through every way as they did through nsenter's.
+          for (const target of execSocket !== undefined ? [h, entered] : [entered]) {
+            assert.equal((await viaHelper.exec(target, 'exit 7')).exitCode, 7);
+            assert.equal((await viaHelper.exec(target, 'kill -9 $$')).exitCode, 137);
+            const slow = await viaHelper.exec(target, 'sleep 30', { timeoutMs: 200 });
+            assert.equal(slow.timedOut, true);
+          }
           await viaHelper.writeFile(handle, 'sub/file.txt', 'written');
-          assert.equal(Buffer.from(await viaChain.readFile(handle, 'sub/file.txt')).toString(), 'written');
+          assert.equal(Buffer.from(await viaChain.readFile(entered, 'sub/file.txt')).toString(), 'written');
         } finally {
           await viaHelper.teardown(handle);
         }

@@ -63,10 +63,10 @@ test('a pooled sandbox is fresh, owned by the rollout that takes it, isolated fr
   assert.deepEqual(record?.owner, { workflowId: 'rollout/b/0', runId: 'run', attempt: 1 });
   assert.equal(record?.labels[SANDBOX_POOL_LABEL], undefined, 'no longer the pool\'s');
 
-  // Reset: nothing of the earlier attempt; only the keeper ran in it before.
+  // Reset: nothing of the earlier attempt; only the init (the exec server, or the bash keeper without the helper) ran in it before.
   const look = await provider.exec(taken.handle, 'ls -A /app /tmp; ps -e -o pid=,comm=');
   assert.equal(look.exitCode, 0, look.stderr);
-  assert.match(look.stdout, /^\/app:\nstart\.txt\n\n\/tmp:\n\s+1 bash\n\s+\d+ bash\n\s+\d+ ps\n$/, 'the start files only, nothing of the other attempt, and no process but the keeper and this command');
+  assert.match(look.stdout, /^\/app:\nstart\.txt\n\n\/tmp:\n\s+1 (rollout-init|bash)\n\s+\d+ bash\n\s+\d+ ps\n$/, 'the start files only, nothing of the other attempt, and no process but the init and this command');
   // Isolation: the two live sandboxes do not see each other.
   const other = await provider.exec(first.handle, 'ls /app; pgrep -c sleep');
   assert.equal(other.stdout, 'left.txt\nstart.txt\n1\n');

@@ -7,6 +7,7 @@ import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ResolvedSandboxSpec } from '../../../shared/sandbox.js';
 import type { HostPrograms } from './hostCapabilities.js';
+import { execServerInitArgv } from './execHelper/execHelper.js';
 import { HOST_ETC_ENTRIES, KEEPER_SCRIPT, PROC_READ_ONLY, SANDBOX_PATH } from './sandboxScripts.js';
 
 let hostRootDirs: Promise<string[]> | undefined;
@@ -29,11 +30,23 @@ function hostRootBinds(): Promise<string[]> {
   return hostRootDirs;
 }
 
-export async function bwrapArgs(spec: ResolvedSandboxSpec, stateDir: string, diskMb: number, etcDir: string, programs: HostPrograms): Promise<string[]> {
+/**
+ * The sandbox's pid 1 and its capabilities. The exec server (the launcher passed it as fd 6) forks
+ * every command itself, so its bounding set is what commands keep: the spec's file capabilities.
+ * The bash keeper keeps none; the helper or nsenter + setpriv give each command its set.
+ */
+function initArgs(spec: ResolvedSandboxSpec, programs: HostPrograms, execServer: boolean): string[] {
+  if (!execServer) return ['--cap-drop', 'ALL', '--info-fd', '3', '--as-pid-1', '--', programs.bash, '--norc', '--noprofile', '-c', KEEPER_SCRIPT];
+  // setpcap lets the init lower the bounding set to the kept ones; it then drops setpcap itself.
+  const caps = [...new Set([...spec.fileCapabilities, 'setpcap'])].flatMap((c) => ['--cap-add', `CAP_${c.toUpperCase()}`]);
+  return ['--cap-drop', 'ALL', ...caps, '--info-fd', '3', '--as-pid-1', '--', ...execServerInitArgv(spec.fileCapabilities)];
+}
+
+export async function bwrapArgs(spec: ResolvedSandboxSpec, stateDir: string, diskMb: number, etcDir: string, programs: HostPrograms, execServer: boolean): Promise<string[]> {
   const args = ['--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--hostname', 'sandbox'];
   // 'public': a namespace of its own too, which slirp4netns connects once the sandbox is up (userNetwork.ts).
   if (spec.network !== 'host') args.push('--unshare-net');
-  if (spec.rootfs) return [...args, ...imageRootArgs(spec, stateDir, etcDir, programs)];
+  if (spec.rootfs) return [...args, ...imageRootArgs(spec, stateDir, etcDir), '--chdir', spec.workdir, ...initArgs(spec, programs, execServer)];
   args.push('--ro-bind', '/usr', '/usr');
   args.push(...(await hostRootBinds()));
   args.push('--perms', '0755', '--dir', '/etc');
@@ -52,8 +65,7 @@ export async function bwrapArgs(spec: ResolvedSandboxSpec, stateDir: string, dis
   args.push('--bind', join(stateDir, 'merged'), spec.workdir);
   args.push('--remount-ro', '/');
   args.push('--clearenv', '--setenv', 'PATH', SANDBOX_PATH, '--setenv', 'HOME', '/root');
-  args.push('--chdir', spec.workdir, '--cap-drop', 'ALL', '--info-fd', '3', '--as-pid-1');
-  args.push('--', programs.bash, '--norc', '--noprofile', '-c', KEEPER_SCRIPT);
+  args.push('--chdir', spec.workdir, ...initArgs(spec, programs, execServer));
   return args;
 }
 
@@ -62,16 +74,14 @@ export async function bwrapArgs(spec: ResolvedSandboxSpec, stateDir: string, dis
  * whole root, writable as a container's; /proc, /dev, our hosts/hostname and the Harbor mount points
  * on top. Nothing of the host is visible but what readOnlyMounts names.
  */
-function imageRootArgs(spec: ResolvedSandboxSpec, stateDir: string, etcDir: string, programs: HostPrograms): string[] {
+function imageRootArgs(spec: ResolvedSandboxSpec, stateDir: string, etcDir: string): string[] {
   const args = ['--bind', join(stateDir, 'merged'), '/'];
   for (const name of ['hosts', 'hostname', ...(spec.network === 'public' ? ['resolv.conf'] : [])]) args.push('--ro-bind', join(etcDir, name), `/etc/${name}`);
   args.push('--proc', '/proc', '--dev', '/dev');
   for (const path of PROC_READ_ONLY) args.push('--ro-bind-try', path, path);
   for (const dir of ['/tmp', '/root', '/tests', '/solution', '/logs/agent', '/logs/verifier', spec.workdir]) args.push('--dir', dir);
   for (const m of spec.readOnlyMounts) args.push('--ro-bind', m.source, m.target);
+  // The same init as on the host base (the keeper's bash is what the bash tool runs in the image too).
   args.push('--clearenv', '--setenv', 'PATH', spec.env.PATH ?? SANDBOX_PATH, '--setenv', 'HOME', '/root');
-  // The same init as on the host base (bash is what the bash tool runs in the image too).
-  args.push('--chdir', spec.workdir, '--cap-drop', 'ALL', '--info-fd', '3', '--as-pid-1');
-  args.push('--', programs.bash, '--norc', '--noprofile', '-c', KEEPER_SCRIPT);
   return args;
 }

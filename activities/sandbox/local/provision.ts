@@ -21,7 +21,7 @@ import { thisProcess } from './holderProcess.js';
 import { errorText, readTail, sandboxError, type LocalSandboxContext } from './localSandboxContext.js';
 import { processStartTime } from './procfs.js';
 import type { StoredRecord } from './sandboxRegistry.js';
-import { INIT_EXIT_FILE, JOIN_CGROUP_SCRIPT, MOUNT_SCRIPT, SANDBOX_PATH } from './sandboxScripts.js';
+import { EXEC_SOCKET_FILE, INIT_EXIT_FILE, JOIN_CGROUP_SCRIPT, MOUNT_SCRIPT, SANDBOX_PATH } from './sandboxScripts.js';
 import { LauncherExited } from './sandboxSpawner.js';
 import { attachUserNetwork } from './userNetwork.js';
 
@@ -86,12 +86,30 @@ export async function provisionSandbox(ctx: LocalSandboxContext, spec: ResolvedS
   }
 }
 
-function launcherArgv(ctx: LocalSandboxContext, cgroup: CgroupPlacement | undefined, memoryRlimitBytes: number | null, spec: ResolvedSandboxSpec, stateDir: string, diskMb: number, bwrap: string[]): string[] {
+/** A unix socket's path must fit sockaddr_un's 108 bytes, its NUL included. */
+const MAX_SOCKET_PATH_BYTES = 107;
+/** With these a process in the sandbox could ptrace the init or enter other namespaces: commands then go through the helper. */
+const CAPABILITIES_THAT_REACH_THE_INIT = new Set(['sys_ptrace', 'sys_admin']);
+
+/**
+ * Where the sandbox's exec server listens (execServer/), or null when its init is the bash keeper: no
+ * compiled helper, a state path too long for a unix socket, or capabilities that would let the
+ * sandbox reach its init.
+ */
+function execServerSocket(ctx: LocalSandboxContext, spec: ResolvedSandboxSpec, stateDir: string): string | null {
+  if (!ctx.helper) return null;
+  const path = join(stateDir, EXEC_SOCKET_FILE);
+  if (Buffer.byteLength(path) > MAX_SOCKET_PATH_BYTES) return null;
+  if (spec.fileCapabilities.some((c) => CAPABILITIES_THAT_REACH_THE_INIT.has(c))) return null;
+  return path;
+}
+
+function launcherArgv(ctx: LocalSandboxContext, cgroup: CgroupPlacement | undefined, memoryRlimitBytes: number | null, spec: ResolvedSandboxSpec, stateDir: string, diskMb: number, execSocket: string | null, bwrap: string[]): string[] {
   const lower = spec.rootfs ?? spec.environmentDir;
   if (ctx.helper) {
     return helperLaunchArgv(
       ctx.helper,
-      { cgroupProcFiles: cgroup?.procFiles ?? [], memoryRlimitBytes, rwDir: join(stateDir, 'rw'), mergedDir: join(stateDir, 'merged'), exitFile: join(stateDir, INIT_EXIT_FILE), lower, size: `${diskMb}m` },
+      { cgroupProcFiles: cgroup?.procFiles ?? [], memoryRlimitBytes, rwDir: join(stateDir, 'rw'), mergedDir: join(stateDir, 'merged'), exitFile: join(stateDir, INIT_EXIT_FILE), lower, size: `${diskMb}m`, execSocket },
       [ctx.programs.bwrap, ...bwrap],
     );
   }
@@ -118,7 +136,8 @@ async function launch(ctx: LocalSandboxContext, spec: ResolvedSandboxSpec, id: s
     disk: 'tmpfs-size',
   };
   const memoryRlimitBytes = enforcedLimits.memory === 'rlimit' && spec.limits.memoryMb !== undefined ? spec.limits.memoryMb * 1024 * 1024 : null;
-  const argv = launcherArgv(ctx, cgroup, memoryRlimitBytes, spec, stateDir, diskMb, await bwrapArgs(spec, stateDir, diskMb, ctx.etcDir, ctx.programs));
+  const execSocket = execServerSocket(ctx, spec, stateDir);
+  const argv = launcherArgv(ctx, cgroup, memoryRlimitBytes, spec, stateDir, diskMb, execSocket, await bwrapArgs(spec, stateDir, diskMb, ctx.etcDir, ctx.programs, execSocket !== null));
   await recordWritten;
 
   const logFile = join(stateDir, 'launch.log');
@@ -173,6 +192,7 @@ async function launch(ctx: LocalSandboxContext, spec: ResolvedSandboxSpec, id: s
     memoryRlimitBytes,
     ...(Object.keys(spec.env).length > 0 ? { env: spec.env } : {}),
     ...(spec.fileCapabilities.length > 0 ? { capabilities: spec.fileCapabilities } : {}),
+    ...(execSocket !== null ? { execSocket } : {}),
   };
   if (spec.network === 'public') {
     const prefix = cgroup && cgroup.procFiles.length > 0 ? [ctx.programs.sh, '-c', JOIN_CGROUP_SCRIPT, 'rollout-join-cgroup'] : [];

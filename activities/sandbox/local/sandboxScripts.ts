@@ -24,6 +24,8 @@ export const MOUNT_SCRIPT = [
   'echo $? > "$state/init-exit"',
 ].join('\n');
 export const INIT_EXIT_FILE = 'init-exit';
+/** The exec server's socket in the state directory (execServer/sandbox-init.c). */
+export const EXEC_SOCKET_FILE = 'exec.sock';
 
 /** Joins the sandbox's cgroups (paths in ROLLOUT_CGROUP_PROCS), then becomes the given command. */
 export const JOIN_CGROUP_SCRIPT = 'for f in $ROLLOUT_CGROUP_PROCS; do echo $$ > "$f" || exit 97; done; unset ROLLOUT_CGROUP_PROCS; exec "$@"';

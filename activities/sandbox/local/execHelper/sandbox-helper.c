@@ -19,13 +19,19 @@
  *     through nsenter and setpriv. The parent waits and exits as the child did (its
  *     status, or the same signal), like nsenter.
  *
- *   launch <cgroup-procs,...|-> <rlimit-as|0> <rw-dir> <merged-dir> <exit-file> <lower> <size> -- BWRAP ARGS...
+ *   launch <cgroup-procs,...|-> <rlimit-as|0> <rw-dir> <merged-dir> <exit-file> <lower> <size> <exec-socket|-> -- BWRAP ARGS...
  *     replaces `sh -c join ; prlimit ; unshare --mount --propagation private ; sh -c
  *     'mount tmpfs; mkdir; mount overlay; bwrap ...; echo $? > init-exit'`: joins the
  *     cgroups, lowers RLIMIT_AS, makes a private mount namespace, mounts the size-limited
  *     tmpfs and the overlay, runs bwrap and writes how it ended (its exit status, or
  *     128 + signal) to exit-file, then exits 0. It stays bwrap's parent for the sandbox's
- *     life and is the one process that holds the private mount namespace.
+ *     life and is the one process that holds the private mount namespace. With an exec socket it
+ *     also binds and listens on that path (mode 0600) and passes the listening socket to bwrap as fd 5
+ *     and this binary as fd 6, opened through a read-only bind of itself made in the private mount
+ *     namespace, for bwrap to exec `/proc/self/fd/6 init 5 6 KEEP` as the sandbox's pid 1.
+ *
+ *   init LISTEN-FD EXE-FD KEEP-CAPS
+ *     the sandbox's pid 1 and the server of its execs: ../execServer/sandbox-init.c.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -40,13 +46,16 @@
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/socket.h>
 #include <sys/syscall.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "../execServer/sandbox-init.h"
 
 extern char **environ;
 
-static const char *const CAP_NAMES[] = {
+const char *const CAP_NAMES[] = {
     "chown", "dac_override", "dac_read_search", "fowner", "fsetid", "kill", "setgid", "setuid",
     "setpcap", "linux_immutable", "net_bind_service", "net_broadcast", "net_admin", "net_raw",
     "ipc_lock", "ipc_owner", "sys_module", "sys_rawio", "sys_chroot", "sys_ptrace", "sys_pacct",
@@ -54,7 +63,7 @@ static const char *const CAP_NAMES[] = {
     "lease", "audit_write", "audit_control", "setfcap", "mac_override", "mac_admin", "syslog",
     "wake_alarm", "block_suspend", "audit_read", "perfmon", "bpf", "checkpoint_restore",
 };
-#define CAP_NAME_COUNT ((int)(sizeof(CAP_NAMES) / sizeof(CAP_NAMES[0])))
+const int CAP_NAME_COUNT = (int)(sizeof(CAP_NAMES) / sizeof(CAP_NAMES[0]));
 
 static void die(int code, const char *what, const char *arg) {
   fprintf(stderr, "rollout-sandbox-helper: %s%s%s: %s\n", what, arg ? " " : "", arg ? arg : "", strerror(errno));
@@ -64,7 +73,8 @@ static void die(int code, const char *what, const char *arg) {
 static void usage(const char *message) {
   fprintf(stderr, "rollout-sandbox-helper: %s\n"
                   "usage: rollout-sandbox-helper exec PID START-TIME CGROUP-PROCS RLIMIT-AS KEEP-CAPS -- CMD...\n"
-                  "       rollout-sandbox-helper launch CGROUP-PROCS RLIMIT-AS RW MERGED EXIT-FILE LOWER SIZE -- BWRAP...\n",
+                  "       rollout-sandbox-helper launch CGROUP-PROCS RLIMIT-AS RW MERGED EXIT-FILE LOWER SIZE EXEC-SOCKET -- BWRAP...\n"
+                  "       rollout-sandbox-helper init LISTEN-FD EXE-FD KEEP-CAPS\n",
           message);
   exit(2);
 }
@@ -212,13 +222,55 @@ static int exec_mode(int argc, char **argv) {
   return 1;
 }
 
+/* Moves fd to exactly `target`, without close-on-exec, for bwrap to pass on. */
+static void move_fd(int fd, int target) {
+  if (fd == target) {
+    fcntl(fd, F_SETFD, 0);
+    return;
+  }
+  if (dup2(fd, target) != target) die(1, "dup2", NULL);
+  close(fd);
+}
+
+/* The exec server's listening socket at `path` (fd 5), replacing a stale one. */
+static void listen_at(const char *path) {
+  struct sockaddr_un addr = {.sun_family = AF_UNIX};
+  if (strlen(path) >= sizeof addr.sun_path) {
+    errno = ENAMETOOLONG;
+    die(1, "exec socket path", path);
+  }
+  strcpy(addr.sun_path, path);
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) die(1, "socket", NULL);
+  unlink(path);
+  if (bind(fd, (struct sockaddr *)&addr, sizeof addr) != 0) die(1, "bind", path);
+  if (chmod(path, 0600) != 0) die(1, "chmod", path);
+  if (listen(fd, 512) != 0) die(1, "listen", path);
+  move_fd(fd, 5);
+}
+
+/* This binary as fd 6, through a read-only bind of itself: what /proc/1/exe leads to cannot be written. */
+static void pass_self(void) {
+  char self[4096];
+  ssize_t n = readlink("/proc/self/exe", self, sizeof self - 1);
+  if (n <= 0) die(1, "readlink /proc/self/exe", NULL);
+  self[n] = '\0';
+  if (mount(self, self, NULL, MS_BIND, NULL) != 0) die(1, "bind", self);
+  if (mount(NULL, self, NULL, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV, NULL) != 0) die(1, "remount read-only", self);
+  int fd = open(self, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) die(1, "open", self);
+  move_fd(fd, 6);
+}
+
 static int launch_mode(int argc, char **argv) {
-  if (argc < 11 || strcmp(argv[9], "--") != 0 || argc < 11) usage("launch: wrong arguments");
-  const char *rw = argv[4], *merged = argv[5], *exit_file = argv[6], *lower = argv[7], *size = argv[8];
+  if (argc < 12 || strcmp(argv[10], "--") != 0) usage("launch: wrong arguments");
+  const char *rw = argv[4], *merged = argv[5], *exit_file = argv[6], *lower = argv[7], *size = argv[8], *exec_socket = argv[9];
   join_cgroups(argv[2]);
   lower_address_space(argv[3]);
+  if (strcmp(exec_socket, "-") != 0) listen_at(exec_socket);
   if (unshare(CLONE_NEWNS) != 0) die(1, "unshare the mount namespace", NULL);
   if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) die(1, "make / private", NULL);
+  if (strcmp(exec_socket, "-") != 0) pass_self();
 
   char options[8192];
   snprintf(options, sizeof options, "size=%s,mode=0755", size);
@@ -234,10 +286,17 @@ static int launch_mode(int argc, char **argv) {
   }
   if (mount("overlay", merged, "overlay", 0, options) != 0) die(1, "mount overlay on", merged);
 
+  /* Descriptors the host left open (beyond bwrap's 3 and 4, the exec socket and this binary) do not enter the sandbox. */
+  syscall(SYS_close_range, 7, ~0u, 4 /* CLOSE_RANGE_CLOEXEC */);
   signal(SIGCHLD, SIG_DFL);
   pid_t child = fork();
   if (child < 0) die(1, "fork", NULL);
-  if (child == 0) exec_or_die(argv + 10);
+  if (child == 0) exec_or_die(argv + 11);
+  /* The socket and the binary are the init's now: with them closed here, a dead init refuses connections. */
+  if (strcmp(exec_socket, "-") != 0) {
+    close(5);
+    close(6);
+  }
   int status = 0;
   while (waitpid(child, &status, 0) < 0) {
     if (errno != EINTR) die(1, "waitpid", NULL);
@@ -254,8 +313,9 @@ int main(int argc, char **argv) {
   if (argc < 2) usage("no mode");
   if (strcmp(argv[1], "exec") == 0) return exec_mode(argc, argv);
   if (strcmp(argv[1], "launch") == 0) return launch_mode(argc, argv);
+  if (strcmp(argv[1], "init") == 0) return init_main(argc, argv);
   if (strcmp(argv[1], "--version") == 0) {
-    puts("rollout-sandbox-helper 1");
+    puts("rollout-sandbox-helper 2");
     return 0;
   }
   usage("unknown mode");
