@@ -2,9 +2,11 @@
  * Section 1: local sandbox lifecycle latency (provision, exec, teardown) over
  * N cycles, side by side with floors measured in the same run from the same
  * process, sampled in every cycle: a plain fork/exec of `true`, and a bare `bwrap ... true`. When the
- * compiled helper is there (ROLLOUT_EXEC_HELPER), every other cycle goes
- * through the program chain it replaces, so both stand beside the same floors
- * of the same run. Then N sandboxes alive at once, with the memory each idle
+ * compiled helper is there (ROLLOUT_EXEC_HELPER), the main cycles' sandboxes
+ * have the exec server as init (execServer/), each of their execs is paired
+ * with one entered through the helper instead (what exec was before the exec
+ * server), and every other cycle goes through the program chain the helper
+ * replaces, so all stand beside the same floors of the same run. Then N sandboxes alive at once, with the memory each idle
  * one costs. Prints ratios, never asserts a time. Called by
  * `npm run bench:sandbox` and `npm run bench`.
  */
@@ -45,6 +47,8 @@ export interface SandboxLifecycleResult {
   floor_bwrap_true_p99_ms: number;
   /** The compiled helper the main rows used, or null (then they are the program chain, and no chain rows). */
   exec_helper: string | null;
+  /** Execs of the main cycles' sandboxes entered through the helper's exec mode instead of the exec server, paired with them. */
+  helper_exec: { exec: Summary; exec_over_fork_exec_floor: number } | null;
   /** The same cycles through the program chain (sh + nsenter + setpriv; unshare + mount script), interleaved with the main ones. */
   chain: { provision: Summary; exec: Summary; teardown: Summary; provision_over_bwrap_floor: number; exec_over_fork_exec_floor: number } | null;
   /**
@@ -101,16 +105,23 @@ export async function runSandboxLifecycle(options: SandboxLifecycleOptions): Pro
     const main = { provision: [] as number[], exec: [] as number[], teardown: [] as number[] };
     const chain = { provision: [] as number[], exec: [] as number[], teardown: [] as number[] };
     const pooled = { provision: [] as number[], exec: [] as number[], teardown: [] as number[] };
+    const helperExec: number[] = [];
     let hits = 0;
     const cycle = async (p: LocalSandboxProvider, into: typeof main): Promise<void> => {
       let t = performance.now();
       const { handle } = await p.provision(spec);
       into.provision.push(performance.now() - t);
+      const { execSocket, ...entered } = localHandle(handle);
       for (let k = 0; k < 3; k++) {
         t = performance.now();
         const r = await p.exec(handle, 'true');
         into.exec.push(performance.now() - t);
         if (r.exitCode !== 0) throw new Error(`exec failed: ${r.stderr}`);
+        if (execSocket === undefined || into !== main) continue;
+        t = performance.now();
+        const e = await p.exec(entered, 'true');
+        helperExec.push(performance.now() - t);
+        if (e.exitCode !== 0) throw new Error(`exec through the helper failed: ${e.stderr}`);
       }
       t = performance.now();
       await p.teardown(handle);
@@ -166,6 +177,7 @@ export async function runSandboxLifecycle(options: SandboxLifecycleOptions): Pro
       floor_bwrap_true_p95_ms: bareBwrap.p95,
       floor_bwrap_true_p99_ms: bareBwrap.p99,
       exec_helper: provider.execHelper,
+      helper_exec: helperExec.length > 0 ? { exec: summarize(helperExec), exec_over_fork_exec_floor: summarize(helperExec).p50 / forkExec.p50 } : null,
       chain: chainLifecycle
         ? { ...chainLifecycle, provision_over_bwrap_floor: chainLifecycle.provision.p50 / bareBwrap.p50, exec_over_fork_exec_floor: chainLifecycle.exec.p50 / forkExec.p50 }
         : null,
@@ -190,7 +202,7 @@ export async function runSandboxLifecycle(options: SandboxLifecycleOptions): Pro
 }
 
 export function formatSandboxLifecycle(r: SandboxLifecycleResult): string {
-  const via = r.exec_helper ? ' (helper)' : '';
+  const via = r.exec_helper ? (r.helper_exec ? ' (exec server)' : ' (helper)') : '';
   return [
     formatTable(
       ['operation', 'p50 ms', 'p95 ms', 'p99 ms', 'p50 / floor'],
@@ -200,6 +212,7 @@ export function formatSandboxLifecycle(r: SandboxLifecycleResult): string {
         [`provision${via}`, r.provision_p50_ms, r.provision_p95_ms, r.provision_p99_ms, `${r.provision_over_bwrap_floor.toFixed(2)} x bwrap`],
         [`exec true${via}`, r.exec_p50_ms, r.exec_p95_ms, r.exec_p99_ms, `${r.exec_over_fork_exec_floor.toFixed(2)} x fork/exec`],
         [`teardown${via}`, r.teardown_p50_ms, r.teardown_p95_ms, r.teardown_p99_ms, `${r.teardown_over_fork_exec_floor.toFixed(2)} x fork/exec`],
+        ...(r.helper_exec ? [['exec true (helper exec, same sandboxes)', r.helper_exec.exec.p50, r.helper_exec.exec.p95, r.helper_exec.exec.p99, `${r.helper_exec.exec_over_fork_exec_floor.toFixed(2)} x fork/exec`]] : []),
         ...(r.chain
           ? [
               ['provision (program chain)', r.chain.provision.p50, r.chain.provision.p95, r.chain.provision.p99, `${r.chain.provision_over_bwrap_floor.toFixed(2)} x bwrap`],
