@@ -138,6 +138,24 @@ describe('sandbox helper', { skip }, () => {
   });
 });
 
+test('a sandbox whose exec socket path would not fit a unix socket gets the bash keeper and helper execs', { skip }, async () => {
+  const longRoot = join(scratch, 'a-state-root-whose-path-is-too-long-for-a-unix-socket-'.padEnd(90, 'x'));
+  const cases: { why: string; stateRoot: string; spec: Partial<SandboxSpec> }[] = [{ why: 'a long state root', stateRoot: longRoot, spec: { fileCapabilities: ['chown'] } }];
+  for (const c of cases) {
+    const provider = new LocalSandboxProvider({ stateRoot: c.stateRoot, execHelper: helper as string });
+    const { handle } = await provider.provision({ environmentDir, owner, ...c.spec });
+    inspector.track(handle);
+    try {
+      assert.equal(localHandle(handle).execSocket, undefined, `${c.why}: no exec server`);
+      const r = await provider.exec(handle, 'cat /proc/1/cmdline | tr "\\0" " "; cat start.txt');
+      assert.match(r.stdout, /^\S*\/bash --norc --noprofile -c .*hello\n$/s, `${c.why}: the keeper is pid 1 and commands still run`);
+    } finally {
+      await provider.teardown(handle);
+    }
+    assert.deepEqual(await inspector.leftovers(handle), { processes: [], mounts: [], directories: [], other: [] });
+  }
+});
+
 test('without the helper the provider says once why it uses the program chain, and still works', async () => {
   const notices: string[] = [];
   const missing = join(scratch, 'no-helper-here');

@@ -88,20 +88,15 @@ export async function provisionSandbox(ctx: LocalSandboxContext, spec: ResolvedS
 
 /** A unix socket's path must fit sockaddr_un's 108 bytes, its NUL included. */
 const MAX_SOCKET_PATH_BYTES = 107;
-/** With these a process in the sandbox could ptrace the init or enter other namespaces: commands then go through the helper. */
-const CAPABILITIES_THAT_REACH_THE_INIT = new Set(['sys_ptrace', 'sys_admin']);
-
 /**
  * Where the sandbox's exec server listens (execServer/), or null when its init is the bash keeper: no
- * compiled helper, a state path too long for a unix socket, or capabilities that would let the
- * sandbox reach its init.
+ * compiled helper, or a state path too long for a unix socket. (No spec can keep sys_ptrace or
+ * sys_admin, the capabilities that would reach a non-dumpable init: the schema allows six others.)
  */
-function execServerSocket(ctx: LocalSandboxContext, spec: ResolvedSandboxSpec, stateDir: string): string | null {
+function execServerSocket(ctx: LocalSandboxContext, stateDir: string): string | null {
   if (!ctx.helper) return null;
   const path = join(stateDir, EXEC_SOCKET_FILE);
-  if (Buffer.byteLength(path) > MAX_SOCKET_PATH_BYTES) return null;
-  if (spec.fileCapabilities.some((c) => CAPABILITIES_THAT_REACH_THE_INIT.has(c))) return null;
-  return path;
+  return Buffer.byteLength(path) > MAX_SOCKET_PATH_BYTES ? null : path;
 }
 
 function launcherArgv(ctx: LocalSandboxContext, cgroup: CgroupPlacement | undefined, memoryRlimitBytes: number | null, spec: ResolvedSandboxSpec, stateDir: string, diskMb: number, execSocket: string | null, bwrap: string[]): string[] {
@@ -136,7 +131,7 @@ async function launch(ctx: LocalSandboxContext, spec: ResolvedSandboxSpec, id: s
     disk: 'tmpfs-size',
   };
   const memoryRlimitBytes = enforcedLimits.memory === 'rlimit' && spec.limits.memoryMb !== undefined ? spec.limits.memoryMb * 1024 * 1024 : null;
-  const execSocket = execServerSocket(ctx, spec, stateDir);
+  const execSocket = execServerSocket(ctx, stateDir);
   const argv = launcherArgv(ctx, cgroup, memoryRlimitBytes, spec, stateDir, diskMb, execSocket, await bwrapArgs(spec, stateDir, diskMb, ctx.etcDir, ctx.programs, execSocket !== null));
   await recordWritten;
 
