@@ -12,6 +12,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import { ClassifiedError } from '../../../shared/failures.js';
+import { deferred, type Deferred } from './deferred.js';
 import { runChild, runLauncher, type ChildEvent, type LaunchRequest, type SpawnRequest } from './spawnBroker.js';
 
 export type SpawnVia = 'broker' | 'worker';
@@ -53,24 +54,6 @@ export class LauncherExited extends Error {
   constructor(readonly status: ExitStatus) {
     super(`launcher exited (${status.signal ?? `code ${status.code}`})`);
   }
-}
-
-interface Deferred<T> {
-  promise: Promise<T>;
-  resolve: (value: T) => void;
-  reject: (err: Error) => void;
-}
-
-function deferred<T>(): Deferred<T> {
-  let resolve!: (value: T) => void;
-  let reject!: (err: Error) => void;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  // Not every caller awaits every promise (a launcher's exit, a command that never started).
-  promise.catch(() => undefined);
-  return { promise, resolve, reject };
 }
 
 interface Pending {

@@ -8,6 +8,7 @@
  */
 import { createConnection, type Socket } from 'node:net';
 import { constants as osConstants } from 'node:os';
+import { deferred } from '../deferred.js';
 
 export interface ServerRunRequest {
   argv: readonly string[];
@@ -93,17 +94,6 @@ function connect(socketPath: string, onFrame: (type: string, payload: Buffer) =>
   socket.on('error', (err) => end(new ExecServerError(`exec server ${socketPath}: ${err.message}`)));
   socket.on('close', () => end(null));
   return socket;
-}
-
-function deferred<T>(): { promise: Promise<T>; resolve: (v: T) => void; reject: (e: Error) => void } {
-  let resolve!: (v: T) => void;
-  let reject!: (e: Error) => void;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  promise.catch(() => undefined);
-  return { promise, resolve, reject };
 }
 
 /** Runs one command through the exec server at `socketPath`; output chunks go to `onOutput` as they come. */
