@@ -14,6 +14,7 @@ import net, { connect, createServer } from 'node:net';
 import { networkInterfaces } from 'node:os';
 import { describe, test as nodeTest, type TestContext } from 'node:test';
 import type { SandboxHandle, SandboxProvider, SandboxSpec } from '../../shared/sandbox.js';
+import { eventually } from '../helpers/eventually.js';
 
 export interface Leftovers {
   processes: number[];
@@ -107,7 +108,10 @@ export function sandboxConformanceSuite(name: string, target: () => ConformanceT
       const { provider } = target();
       const [a, b] = await Promise.all([fresh(), fresh()]);
       try {
-        await provider.exec(a, 'echo secret-of-a > /app/a.txt; echo tmp-of-a > /tmp/a.tmp; (setsid sleep 4343 >/dev/null 2>&1 &)');
+        // $! is the background process from its fork on; it becomes `sleep 4343` only once it has run setsid's and
+        // sleep's exec, which may come after this exec returned (docs/sandbox.md, "Background processes").
+        const started = await provider.exec(a, 'echo secret-of-a > /app/a.txt; echo tmp-of-a > /tmp/a.tmp; (setsid sleep 4343 >/dev/null 2>&1 & echo $! > /tmp/bg.pid)');
+        assert.equal(started.exitCode, 0, started.stderr);
         const listing = await provider.exec(b, 'ls -A /app /tmp');
         assert.doesNotMatch(listing.stdout, /a\.txt|a\.tmp/);
         const processes = await provider.exec(b, "pgrep -fx 'sleep 4343' || echo none");
@@ -115,10 +119,55 @@ export function sandboxConformanceSuite(name: string, target: () => ConformanceT
         const read = await provider.exec(b, 'cat /app/a.txt /tmp/a.tmp');
         assert.notEqual(read.exitCode, 0, 'reading A’s files from B fails');
         assert.doesNotMatch(read.stdout, /secret-of-a|tmp-of-a/);
-        const stillInA = await provider.exec(a, "cat /app/a.txt; pgrep -fx 'sleep 4343' >/dev/null && echo running");
-        assert.equal(stillInA.stdout, 'secret-of-a\nrunning\n', 'A still has both');
+        const stillInA = await provider.exec(a, 'cat /app/a.txt; kill -0 "$(cat /tmp/bg.pid)" && echo alive; ps -eo pid,pgid,sid,stat,args >&2');
+        assert.equal(stillInA.stdout, 'secret-of-a\nalive\n', `A still has its file and its background process:\n${stillInA.stderr}`);
+        await eventually(async () => (await provider.exec(a, 'tr "\\0" " " < "/proc/$(cat /tmp/bg.pid)/cmdline"')).stdout.trim(), (args) => args === 'sleep 4343', 'the background process becomes `sleep 4343` under the same pid');
       } finally {
         await Promise.all([tornDown(a), tornDown(b)]);
+      }
+    });
+
+    test('background processes: started with &, nohup, disown, a subshell or setsid, each keeps running and writing after its exec returned', async () => {
+      const { provider } = target();
+      const h = await fresh();
+      // A writer that ticks on the stdout and stderr it inherited (the exec's pipes) and counts in a file.
+      const writer = (name: string): string => `sh -c 'i=0; while :; do i=$((i+1)); echo tick-$i; echo tock-$i >&2; echo $i > /tmp/${name}.count; sleep 0.3; done'`;
+      const forms: Record<string, string> = {
+        amp: `${writer('amp')} & echo $! > /tmp/amp.pid`,
+        nohup: `nohup ${writer('nohup')} & echo $! > /tmp/nohup.pid`,
+        disown: `${writer('disown')} & echo $! > /tmp/disown.pid; disown`,
+        subshell: `(${writer('subshell')} & echo $! > /tmp/subshell.pid)`,
+        setsid: `setsid ${writer('setsid')} & echo $! > /tmp/setsid.pid`,
+      };
+      try {
+        for (const [name, command] of Object.entries(forms)) {
+          const r = await provider.exec(h, command);
+          assert.equal(r.exitCode, 0, `${name}: ${r.stderr}`);
+          assert.equal(r.timedOut, false, `${name}: the exec returns although its background process holds its output`);
+        }
+        const counts = async (): Promise<Record<string, number>> => {
+          const r = await provider.exec(h, `for f in ${Object.keys(forms).join(' ')}; do kill -0 "$(cat /tmp/$f.pid)" 2>/dev/null && echo "$f $(cat /tmp/$f.count)" || echo "$f dead"; done`);
+          const entries = r.stdout.trim().split('\n').map((line): [string, number] => {
+            const [name = line, count = 'dead'] = line.split(' ');
+            return [name, count === 'dead' ? -1 : Number(count)];
+          });
+          return Object.fromEntries(entries);
+        };
+        const first = await counts();
+        for (const name of Object.keys(forms)) assert.ok((first[name] ?? -1) >= 1, `${name}: alive after its exec returned (${JSON.stringify(first)})`);
+        // Three more ticks each, all written after every exec above returned: none died of a closed pipe.
+        await eventually(counts, (now) => Object.keys(forms).every((name) => (now[name] ?? -1) >= (first[name] ?? 0) + 3), 'every background writer keeps writing');
+
+        const timedOut = await provider.exec(h, `${writer('grouped')} & echo $! > /tmp/grouped.pid; setsid ${writer('survivor')} & echo $! > /tmp/survivor.pid; sleep 1000`, { timeoutMs: 1_500 });
+        assert.equal(timedOut.timedOut, true);
+        const after = await eventually(
+          async () => (await provider.exec(h, 'kill -0 "$(cat /tmp/grouped.pid)" 2>/dev/null && echo grouped-alive; kill -0 "$(cat /tmp/survivor.pid)" && echo survivor-alive')).stdout,
+          (out) => !out.includes('grouped-alive'),
+          'the timed-out command’s group is gone',
+        );
+        assert.equal(after, 'survivor-alive\n', 'a process that left the group with setsid outlives the timed-out command');
+      } finally {
+        await tornDown(h);
       }
     });
 

@@ -316,6 +316,24 @@ describe('local sandbox provider', { timeout: 300_000 }, () => {
     assert.deepEqual(await inspector.leftovers(handle), { processes: [], mounts: [], directories: [], other: [] });
   });
 
+  test('through the broker too, a background process that writes to the exec’s pipes keeps running after the exec returned', async () => {
+    // The conformance case covers the exec server; the broker is the way in for sandboxes without it.
+    const provider = new LocalSandboxProvider({ stateRoot, execHelper: null, notice: () => undefined });
+    const { handle } = await provider.provision(spec());
+    inspector.track(handle);
+    try {
+      const r = await provider.exec(handle, `sh -c 'i=0; while :; do i=$((i+1)); echo tick-$i; echo tock >&2; echo $i > /tmp/count; sleep 0.3; done' & echo $! > /tmp/writer.pid`);
+      assert.equal(r.exitCode, 0, r.stderr);
+      const count = async (): Promise<number> => Number((await provider.exec(handle, 'kill -0 "$(cat /tmp/writer.pid)" && cat /tmp/count || echo -1')).stdout.trim());
+      const first = await count();
+      assert.ok(first >= 1, 'the writer is alive after its exec returned');
+      await eventually(count, (n) => n >= first + 3, 'the writer keeps writing into the broker’s pipes');
+    } finally {
+      await provider.teardown(handle);
+    }
+    assert.deepEqual(await inspector.leftovers(handle), { processes: [], mounts: [], directories: [], other: [] });
+  });
+
   test('a broker that dies mid-command fails that command as infra/exec_transport; the next command gets a new broker', async () => {
     // Commands go through the broker only in sandboxes without the exec server (no compiled helper at provision).
     const provider = new LocalSandboxProvider({ stateRoot, execHelper: null, notice: () => undefined });

@@ -19,6 +19,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync } from 'node:fs';
+import { Socket } from 'node:net';
 import type { Readable } from 'node:stream';
 import { fileURLToPath } from 'node:url';
 
@@ -59,7 +60,10 @@ export type ChildEvent =
  * started may hold them open forever, so reading stops once they have been
  * idle for OUTPUT_IDLE_MS, checked only after the event loop has polled the
  * pipes (setImmediate), so output already written is never dropped however
- * busy the process is.
+ * busy the process is. The pipes are not closed then: what a background
+ * process still writes to them is read and dropped until its last writer
+ * closes them, so it keeps running instead of dying of SIGPIPE (as the exec
+ * server does, execServer/sandbox-init.c).
  */
 const OUTPUT_IDLE_MS = 100;
 const OUTPUT_DRAIN_CAP_MS = 5_000;
@@ -80,8 +84,12 @@ async function drainAfterExit(streams: Readable[]): Promise<void> {
     if (!isClosed && Date.now() - lastData >= OUTPUT_IDLE_MS) break;
   }
   for (const s of streams) {
-    s.off('data', onData);
-    s.destroy();
+    // Nothing more reaches the command's result; the stream flows on into nothing until its end.
+    s.removeAllListeners('data');
+    s.on('data', () => undefined);
+    s.on('error', () => undefined);
+    // A background process may hold the pipe until teardown: it must not keep this process alive.
+    if (s instanceof Socket) s.unref();
   }
 }
 

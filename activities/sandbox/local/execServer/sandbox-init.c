@@ -31,7 +31,10 @@
  * command's process group SIGKILLed. After 'X' the session waits for the host to close, still taking
  * 'K' (a timed-out command's stragglers); the process group then lives on, as any background job does.
  * After the command exits its pipes are read until they close or stay idle for 100 ms (at most 5 s):
- * a background process may hold them open forever (the host side did the same).
+ * a background process may hold them open forever. The init then keeps reading them and drops what it
+ * reads until the last writer closes them: a background process that still writes to the stdout or
+ * stderr it inherited (`server &`, `nohup cmd &` without a terminal, a setsid'd logger) keeps running
+ * until teardown instead of dying of SIGPIPE on its first write after the command returned.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -181,6 +184,51 @@ struct session {
 };
 
 static struct session *sessions;
+
+/*
+ * Output pipes whose command has ended but which a background process still holds: read and dropped
+ * until their last writer closes them (teardown at the latest), so that writer never meets a closed
+ * pipe. Growable; a pipe past what one poll can watch waits for room (its writer blocks when the pipe
+ * is full, and lives).
+ */
+static int *orphans;
+static size_t orphan_count, orphan_room;
+
+static void orphan_pipe(int fd) {
+  if (orphan_count == orphan_room) {
+    size_t room = orphan_room ? orphan_room * 2 : 64;
+    int *grown = realloc(orphans, room * sizeof *orphans);
+    if (!grown) {
+      close(fd); /* out of memory: the old behaviour, a closed pipe */
+      return;
+    }
+    orphans = grown;
+    orphan_room = room;
+  }
+  orphans[orphan_count++] = fd;
+}
+
+/* Reads and drops what an orphaned pipe holds; 1 once it reached its end (and is closed). */
+static int orphan_drain(int fd) {
+  char buf[65536];
+  for (;;) {
+    ssize_t n = read(fd, buf, sizeof buf);
+    if (n > 0) continue;
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return 0;
+    close(fd);
+    return 1;
+  }
+}
+
+/* The command's output pipes once nothing more of them goes to the host. */
+static void session_release_pipes(struct session *s) {
+  for (int i = 0; i < 2; i++)
+    if (s->out[i] >= 0) {
+      orphan_pipe(s->out[i]);
+      s->out[i] = -1;
+    }
+}
 
 static void session_queue(struct session *s, char type, const void *payload, uint32_t len) {
   if (s->host_gone) return;
@@ -434,8 +482,7 @@ static void session_pump(struct session *s, int which) {
 }
 
 static void session_free(struct session *s) {
-  for (int i = 0; i < 2; i++)
-    if (s->out[i] >= 0) close(s->out[i]);
+  session_release_pipes(s);
   if (s->in_fd >= 0) close(s->in_fd);
   close(s->conn);
   free(s->req);
@@ -513,11 +560,7 @@ static void sessions_advance(void) {
     if (s->phase == RUNNING && s->exited && (s->host_gone || (s->pend_len == 0 && drained(s, now)))) {
       int code = WIFEXITED(s->status) ? WEXITSTATUS(s->status) : -1;
       int sig = WIFSIGNALED(s->status) ? WTERMSIG(s->status) : 0;
-      for (int i = 0; i < 2; i++)
-        if (s->out[i] >= 0) {
-          close(s->out[i]);
-          s->out[i] = -1;
-        }
+      session_release_pipes(s);
       session_exit_frame(s, code, sig);
       session_flush(s);
     }
@@ -587,13 +630,23 @@ int init_main(int argc, char **argv) {
     fds[0] = (struct pollfd){listener, POLLIN, 0};
     fds[1] = (struct pollfd){sigfd, POLLIN, 0};
     int n = 2 + session_polls(fds + 2, owner + 2, MAX_POLL - 2);
+    int first_orphan = n;
+    for (size_t i = 0; i < orphan_count && n < MAX_POLL; i++) fds[n++] = (struct pollfd){orphans[i], POLLIN, 0};
     if (poll(fds, (nfds_t)n, poll_timeout()) < 0) continue;
+    /* Orphaned pipes first: their slots in fds follow the order of orphans[], which this compacts. */
+    size_t kept = 0;
+    for (size_t i = 0; i < orphan_count; i++) {
+      int watched = first_orphan + (int)i < n;
+      if (watched && fds[first_orphan + i].revents && orphan_drain(orphans[i])) continue;
+      orphans[kept++] = orphans[i];
+    }
+    orphan_count = kept;
     if (fds[1].revents) {
       struct signalfd_siginfo info;
       while (read(sigfd, &info, sizeof info) > 0) {}
       reap();
     }
-    for (int i = 2; i < n; i++)
+    for (int i = 2; i < first_orphan; i++)
       if (fds[i].revents) session_event(owner[i], &fds[i]);
     if (fds[0].revents) {
       for (;;) {
