@@ -7,7 +7,7 @@ import { z } from 'zod';
 import type { FailureClass } from './failures.js';
 import { TASK_QUEUES } from './names.js';
 import { TaskRefSchema, TaskRequestSchema } from './task.js';
-import { TokenCaptureSchema, type TokenIntegrity } from './tokens.js';
+import { SERVER_KINDS, TokenCaptureSchema, unsupportedSampling, type TokenIntegrity } from './tokens.js';
 import { TOOL_CALL_PARSERS } from './tools.js';
 
 export const ScriptedPolicySchema = z
@@ -38,10 +38,23 @@ export const DEFAULT_MAX_TOKENS_PER_TURN = 1024;
 /** The longest a policy call may take: inside the policyStep activity's 5-minute start-to-close timeout. */
 export const MAX_REQUEST_TIMEOUT_MS = 280_000;
 
+/**
+ * What shapes the distribution tokens are sampled from. Unset fields are sent as RL needs them, not
+ * left to the server's defaults (llama.cpp's are temperature 0.8, top_k 40, top_p 0.95, min_p 0.05):
+ * temperature 1, no truncation, no penalties. A field the server kind cannot take is an error
+ * (activities/policies/sampling/).
+ */
 export const SamplingSchema = z
   .object({
     temperature: z.number().min(0).max(2).optional(),
     top_p: z.number().gt(0).max(1).optional(),
+    /** Keep the k most probable tokens; 0 or -1: no top-k truncation. */
+    top_k: z.number().int().min(-1).optional(),
+    min_p: z.number().min(0).max(1).optional(),
+    presence_penalty: z.number().min(-2).max(2).optional(),
+    frequency_penalty: z.number().min(-2).max(2).optional(),
+    /** Multiplicative repetition penalty (llama.cpp repeat_penalty, vLLM/SGLang repetition_penalty); 1: none. */
+    repetition_penalty: z.number().gt(0).optional(),
     max_tokens: z.number().int().positive().default(DEFAULT_MAX_TOKENS_PER_TURN),
     seed: z.number().int().optional(),
     /** Ask the server for token logprobs (kept in the trajectory when returned). */
@@ -67,6 +80,11 @@ export const OpenAIPolicySchema = z
     apiKeyEnv: z.string().regex(/^[A-Z_][A-Z0-9_]*$/).default('OPENAI_API_KEY'),
     sampling: SamplingSchema.prefault({}),
     /**
+     * What serves baseUrl, for the sampling fields it takes and what its logprobs mean: `auto` probes
+     * it once per worker (llama.cpp /props, SGLang /get_server_info, vLLM /version; else `openai`).
+     */
+    server: z.enum(['auto', ...SERVER_KINDS]).default('auto'),
+    /**
      * How long one policy call may take. When absent it is derived from sampling.max_tokens
      * (activities/policies/generationBudget/turnBudget.ts). A call that runs past it while the
      * server answers a health probe is the model's (model/generation_too_long), else infra.
@@ -84,7 +102,11 @@ export const OpenAIPolicySchema = z
     /** Token ids per turn for training (shared/tokens.ts): asked from the server (`server`), built by the pipeline (`pipeline`), or not at all (`off`, for APIs that refuse the extra fields). */
     tokens: TokenCaptureSchema.prefault({}),
   })
-  .strict();
+  .strict()
+  .superRefine((policy, ctx) => {
+    const problem = policy.server === 'auto' ? undefined : unsupportedSampling(policy.server, policy.sampling);
+    if (problem) ctx.addIssue({ code: 'custom', message: problem, path: ['sampling'] });
+  });
 
 export const PolicyConfigSchema = z.discriminatedUnion('kind', [ScriptedPolicySchema, OpenAIPolicySchema]);
 export type PolicyConfig = z.input<typeof PolicyConfigSchema>;

@@ -41,6 +41,12 @@ export const TokenCaptureSchema = z
      * http://127.0.0.1:8080. Default: baseUrl without its trailing /v1.
      */
     serverUrl: z.url().optional(),
+    /**
+     * What logprobs a vLLM or SGLang server returns: `raw` (their default: the model's softmax before
+     * temperature and truncation) or `processed` (vLLM started with --logprobs-mode processed_logprobs).
+     * llama.cpp is asked for its post-sampling probabilities whenever the sampling reshapes the distribution.
+     */
+    serverLogprobs: z.enum(['raw', 'processed']).default('raw'),
     /** Top alternatives kept per generated token (0: only the chosen token's logprob). */
     topLogprobs: z.number().int().min(0).max(20).default(0),
     /**
@@ -76,6 +82,66 @@ export interface TurnTokens {
   topLogprobs?: { id: number; logprob: number }[][];
   /** Pipeline mode: the template the prompt was rendered with (configured: tokens.chatTemplate; server: the one /props reports). */
   chatTemplate?: { source: 'configured' | 'server'; sha256: string; file?: string };
+  /** How the tokens were sampled and which distribution the logprobs are of; absent in records made before it was kept. */
+  sampling?: TurnSampling;
+}
+
+/** The kinds of inference server the policy knows the sampling fields and logprob semantics of (`auto`: probed once). */
+export const SERVER_KINDS = ['llama.cpp', 'vllm', 'sglang', 'openai'] as const;
+export type ServerKind = (typeof SERVER_KINDS)[number];
+
+/** The parameters that shape the distribution a token is sampled from (null: not set, the server's own default). */
+export interface SamplingParams {
+  temperature: number | null;
+  top_p: number | null;
+  /** 0 or less: no top-k truncation. */
+  top_k: number | null;
+  min_p: number | null;
+  presence_penalty: number | null;
+  frequency_penalty: number | null;
+  repetition_penalty: number | null;
+}
+
+export type SamplingParamName = keyof SamplingParams;
+const ALL_SAMPLING_PARAMS: readonly SamplingParamName[] = ['temperature', 'top_p', 'top_k', 'min_p', 'presence_penalty', 'frequency_penalty', 'repetition_penalty'];
+
+/** The sampling fields each kind of server takes; the OpenAI API has no top_k, min_p or repetition penalty. */
+export const SAMPLING_FIELDS_TAKEN: Record<ServerKind, readonly SamplingParamName[]> = {
+  'llama.cpp': ALL_SAMPLING_PARAMS,
+  vllm: ALL_SAMPLING_PARAMS,
+  sglang: ALL_SAMPLING_PARAMS,
+  openai: ['temperature', 'top_p', 'presence_penalty', 'frequency_penalty'],
+};
+
+/** Sampling fields set that a server kind cannot take, as an error that names them and the fix; undefined when none. */
+export function unsupportedSampling(kind: ServerKind, sampling: Partial<Record<SamplingParamName, number | undefined>>): string | undefined {
+  const taken = SAMPLING_FIELDS_TAKEN[kind];
+  const set = ALL_SAMPLING_PARAMS.filter((name) => sampling[name] !== undefined && !taken.includes(name));
+  if (set.length === 0) return undefined;
+  return (
+    `sampling.${set.join(', sampling.')} cannot be sent to a server of kind ${kind}, which takes ${taken.join(', ')}. ` +
+    `Fix: remove ${set.length > 1 ? 'them' : 'it'} from policy.sampling, or set policy.server to the kind that serves the endpoint${kind === 'openai' ? ' (llama.cpp, vllm or sglang)' : ''}`
+  );
+}
+
+/**
+ * How one turn's tokens were sampled and what its logprobs are: the distribution a trainer's
+ * importance ratio needs is the one that sampled the token (DESIGN.md, "Exact tokens").
+ */
+export interface TurnSampling {
+  server: ServerKind;
+  params: SamplingParams;
+  /** `server`: what the server reports it used (llama.cpp's generation_settings); `request`: what was sent (the server reports nothing). */
+  paramsFrom: 'server' | 'request';
+  /**
+   * `raw`: the softmax of the model's logits (no temperature, no truncation); `post-sampling`: the
+   * distribution after the server's samplers, the one it drew from (llama.cpp post_sampling_probs);
+   * `processed`: after temperature and truncation, as the operator declared the server returns them
+   * (vLLM --logprobs-mode processed_logprobs: tokens.serverLogprobs).
+   */
+  logprobs: 'raw' | 'post-sampling' | 'processed';
+  /** Why these logprobs cannot be those of the distribution that sampled the tokens; absent when they are. */
+  mismatch?: string;
 }
 
 /** Why a turn has no token ids. */

@@ -17,7 +17,9 @@ import type { PolicyClient, PolicyRequest, PolicyResponse } from './policyClient
 import { timedOutCall } from './generationBudget/timedOutCall.js';
 import { turnBudget } from './generationBudget/turnBudget.js';
 import { readToolCalls, toolCallParsersOf } from './toolCallParsing/readToolCalls.js';
-import { samplingFields } from './samplingFields.js';
+import { samplingRequest } from './sampling/samplingRequest.js';
+import { serverKind } from './sampling/serverKind.js';
+import { turnSampling } from './sampling/turnSampling.js';
 import { wireMessages } from './wireMessages.js';
 import { serverRoot, ServerEndpoints } from './tokens/serverEndpoints.js';
 import { renderServerPrompt, serverTurnTokens } from './tokens/serverTokenCapture.js';
@@ -60,18 +62,21 @@ export class OpenAIPolicy implements PolicyClient {
   async next(request: PolicyRequest): Promise<PolicyResponse> {
     const { sampling } = this.config;
     const budget = turnBudget(this.config);
+    const root = serverRoot(this.config.baseUrl, this.config.tokens.serverUrl);
+    const kind = await serverKind(this.config.server, root, budget.timeoutMs);
+    const sent = samplingRequest(kind, sampling, this.config.tokens.serverLogprobs, budget.maxTokens, request);
     const body: Record<string, unknown> = {
       model: this.config.model,
       messages: wireMessages(request.messages),
       tools: request.tools,
       tool_choice: 'auto',
-      ...samplingFields(sampling, budget.maxTokens, request),
+      ...sent.body,
       ...(sampling.logprobs ? { logprobs: true } : {}),
     };
     // Token ids for training (shared/tokens.ts): vLLM returns them on request, llama.cpp puts the id in each logprobs entry.
     const capture = this.config.tokens.mode === 'server';
     if (capture) Object.assign(body, { logprobs: true, top_logprobs: Math.max(1, this.config.tokens.topLogprobs), return_token_ids: true }); // llama.cpp sends no logprobs at top_logprobs 0
-    const rendered = capture ? renderServerPrompt(new ServerEndpoints(serverRoot(this.config.baseUrl, this.config.tokens.serverUrl), budget.timeoutMs), body.messages as ChatMessage[], request.tools) : undefined;
+    const rendered = capture ? renderServerPrompt(new ServerEndpoints(root, budget.timeoutMs), body.messages as ChatMessage[], request.tools) : undefined;
     const apiKey = this.env[this.config.apiKeyEnv];
     const url = `${this.config.baseUrl.replace(/\/+$/, '')}/chat/completions`;
     const auth: Record<string, string> = apiKey ? { authorization: `Bearer ${apiKey}` } : {};
@@ -117,7 +122,8 @@ export class OpenAIPolicy implements PolicyClient {
     }));
     const read = readToolCalls({ content: choice.message.content ?? null, serverCalls: toolCalls }, toolCallParsersOf(this.config.toolCallParser), (i) => `call_${request.turn}_${i}`);
     const assistant: AssistantMessage = read.assistant;
-    const turnTokens = capture ? serverTurnTokens(parsed as unknown as Record<string, unknown>, choice, await rendered, this.config.tokens.topLogprobs) : undefined;
+    const captured = capture ? serverTurnTokens(parsed as unknown as Record<string, unknown>, choice, await rendered, this.config.tokens.topLogprobs) : undefined;
+    const turnTokens = captured && 'promptIds' in captured ? { ...captured, sampling: turnSampling(kind, sent, parsed as unknown as Record<string, unknown>) } : captured;
     // Ids and logprobs live in turnTokens alone; when it has none (tokens.mode off, a server that sends no ids) what the server volunteered is kept as it came.
     const raw: Record<string, unknown> = {};
     if (!turnTokens || !('promptIds' in turnTokens)) {

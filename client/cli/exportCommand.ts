@@ -6,7 +6,7 @@ import { dataDir } from './cliSettings.js';
 import { parseCommandLine } from './commandLine.js';
 import { UsageError } from './usageError.js';
 
-export const exportUsage = `rollout export <batch-id> --out FILE [--keep-broken] [--store fs|fs:DIR|postgres://...] [--trajectories DIR] [--data-dir DIR] [--address HOST:PORT]
+export const exportUsage = `rollout export <batch-id> --out FILE [--keep-broken] [--keep-mismatched-logprobs] [--store fs|fs:DIR|postgres://...] [--trajectories DIR] [--data-dir DIR] [--address HOST:PORT]
   Writes the training samples of the batch's finished groups as JSONL, one line per valid rollout
   (from the attempt that produced its reward). Fields of each line:
     rollout_id        the rollout's workflow id (rollout/<batch>/<task>/<index>)
@@ -15,7 +15,11 @@ export const exportUsage = `rollout export <batch-id> --out FILE [--keep-broken]
     input_ids         token ids: the last turn's prompt + completion, which holds every earlier turn
                       (exact-prefix rule: each prompt begins with the previous prompt + completion)
     loss_mask         1 on tokens the policy generated, 0 on prompt, tool results and template tokens
-    logprobs          the sampling logprob of each generated token, aligned to input_ids; null where loss_mask is 0
+    logprobs          the logprob of each generated token under the distribution that sampled it (the
+                      server's post-sampling probabilities, or its raw ones where nothing reshaped them),
+                      aligned to input_ids; null where loss_mask is 0
+    temperatures      the sampling temperature of each generated token, aligned to input_ids; null elsewhere
+    logprob_mismatch  null, or "turn k: why" when a turn's logprobs are not its sampling distribution's
     completion_spans  [start, end) of each turn's completion in input_ids (null: a turn left unmasked)
     reward            the verifier's reward
     advantage         the GRPO advantage over the group's valid rollouts
@@ -27,13 +31,17 @@ export const exportUsage = `rollout export <batch-id> --out FILE [--keep-broken]
   Rollouts that are not valid (masked, cancelled, dropped groups) are never exported. Rollouts whose
   token integrity broke or that lack token ids (a server that returns none, a scripted policy) are
   left out unless --keep-broken (broken turns stay unmasked; missing ids give empty arrays).
+  Rollouts a turn of which has logprobs that are not those of the distribution that sampled its
+  tokens (greedy sampling, a server's raw logprobs of a reshaped distribution, a tool-call grammar,
+  records made before sampling was kept) are left out unless --keep-mismatched-logprobs (for a
+  trainer that recomputes logprobs); each kept one says why in logprob_mismatch.
   Every rollout left out is counted and listed with why on stderr. Exit 0 when something was exported.`;
 
 export async function exportCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseCommandLine(argv, {
     command: 'export',
     usage: exportUsage,
-    options: { out: { type: 'string' }, 'keep-broken': { type: 'boolean' }, trajectories: { type: 'string' }, store: { type: 'string' }, 'data-dir': { type: 'string' }, address: { type: 'string' } },
+    options: { out: { type: 'string' }, 'keep-broken': { type: 'boolean' }, 'keep-mismatched-logprobs': { type: 'boolean' }, trajectories: { type: 'string' }, store: { type: 'string' }, 'data-dir': { type: 'string' }, address: { type: 'string' } },
     allowPositionals: true,
   });
   const [batchId] = positionals;
@@ -43,12 +51,13 @@ export async function exportCommand(argv: string[]): Promise<number> {
   const store = await openTrajectoryStore(values.trajectories !== undefined ? `fs:${values.trajectories}` : (values.store ?? process.env.ROLLOUT_STORE), dataDir(values['data-dir']));
   const { client: temporal, connection } = await openTemporalClient(temporalSettings(values.address));
   try {
-    const report = await exportBatch(temporal, store, batchId, values.out, { keepBroken: values['keep-broken'] ?? false });
+    const report = await exportBatch(temporal, store, batchId, values.out, { keepBroken: values['keep-broken'] ?? false, keepMismatchedLogprobs: values['keep-mismatched-logprobs'] ?? false });
     const count = (why: string): number => report.excluded.filter((e) => e.why === why).length;
     process.stdout.write(
       `${report.exported} samples from ${report.groups} finished groups of batch ${batchId} → ${values.out}` +
-        `${report.keptBroken ? ` (${report.keptBroken} with broken or missing tokens kept: --keep-broken)` : ''}\n` +
-        `left out: ${count('broken')} with a token prefix break, ${count('missing')} without token ids, ${count('not_valid')} not valid` +
+        `${report.keptBroken ? ` (${report.keptBroken} with broken or missing tokens kept: --keep-broken)` : ''}` +
+        `${report.keptMismatched ? ` (${report.keptMismatched} with logprobs not of their sampling distribution kept: --keep-mismatched-logprobs)` : ''}\n` +
+        `left out: ${count('broken')} with a token prefix break, ${count('missing')} without token ids, ${count('logprobs')} whose logprobs are not their sampling distribution's, ${count('not_valid')} not valid` +
         `${report.unfinishedGroups ? `; ${report.unfinishedGroups} groups not finished yet` : ''}\n`,
     );
     for (const e of report.excluded) process.stderr.write(`left out ${e.rollout_id}: ${e.why}: ${e.reason}\n`);

@@ -19,11 +19,17 @@ import { assembleTokens, type TrainingSample } from './trainingSample.js';
 export interface ExportOptions {
   /** Keep rollouts whose prefix broke (their broken turns unmasked) or that lack token ids (empty arrays). */
   keepBroken?: boolean;
+  /**
+   * Keep rollouts a turn of which has logprobs that are not its sampling distribution's (greedy, raw
+   * logprobs of a reshaped distribution, a grammar): for a trainer that recomputes logprobs itself.
+   * Each carries `logprob_mismatch`.
+   */
+  keepMismatchedLogprobs?: boolean;
 }
 
 export interface ExcludedRollout {
   rollout_id: string;
-  why: 'not_valid' | 'broken' | 'missing';
+  why: 'not_valid' | 'broken' | 'missing' | 'logprobs';
   reason: string;
 }
 
@@ -34,6 +40,8 @@ export interface ExportReport {
   exported: number;
   /** Kept on request although their integrity is not ok. */
   keptBroken: number;
+  /** Kept on request although a turn's logprobs are not its sampling distribution's. */
+  keptMismatched: number;
   excluded: ExcludedRollout[];
 }
 
@@ -61,6 +69,8 @@ async function sampleOf(store: TrajectoryStore, group: GroupResult, r: RolloutRe
       input_ids: tokens.input_ids,
       loss_mask: tokens.loss_mask,
       logprobs: tokens.logprobs,
+      temperatures: tokens.temperatures,
+      logprob_mismatch: tokens.logprob_mismatch,
       reward: r.reward,
       advantage: r.advantage,
       policy_versions: r.policyVersions ?? records.map((p) => p.policyVersion ?? 0),
@@ -74,10 +84,15 @@ async function sampleOf(store: TrajectoryStore, group: GroupResult, r: RolloutRe
 }
 
 /** Samples of one group's rollouts, and those left out. */
-export async function groupSamples(store: TrajectoryStore, group: GroupResult, options: ExportOptions = {}): Promise<{ samples: TrainingSample[]; excluded: ExcludedRollout[]; keptBroken: number }> {
+export async function groupSamples(
+  store: TrajectoryStore,
+  group: GroupResult,
+  options: ExportOptions = {},
+): Promise<{ samples: TrainingSample[]; excluded: ExcludedRollout[]; keptBroken: number; keptMismatched: number }> {
   const samples: TrainingSample[] = [];
   const excluded: ExcludedRollout[] = [];
   let keptBroken = 0;
+  let keptMismatched = 0;
   for (const r of group.rollouts) {
     if (!r.valid || r.reward === null) {
       excluded.push({ rollout_id: r.workflowId, why: 'not_valid', reason: `${r.outcomeClass}/${r.outcomeType}${group.status === 'stale' ? ` (group dropped: ${group.statusReason})` : ''}` });
@@ -93,22 +108,30 @@ export async function groupSamples(store: TrajectoryStore, group: GroupResult, o
       }
       keptBroken++;
     }
+    if (sample.logprob_mismatch !== null && integrity.status !== 'missing') {
+      if (!options.keepMismatchedLogprobs) {
+        excluded.push({ rollout_id: r.workflowId, why: 'logprobs', reason: `logprobs not of the sampling distribution at ${sample.logprob_mismatch}` });
+        continue;
+      }
+      keptMismatched++;
+    }
     samples.push(sample);
   }
-  return { samples, excluded, keptBroken };
+  return { samples, excluded, keptBroken, keptMismatched };
 }
 
 /** Writes the batch's samples as JSONL to `out` and reports what was exported and what was left out. */
 export async function exportBatch(client: Client, store: TrajectoryStore, batchId: string, out: string, options: ExportOptions = {}): Promise<ExportReport> {
   const { finished, unfinished } = await listBatchGroups(client, batchId);
-  const report: ExportReport = { batchId, groups: finished.length, unfinishedGroups: unfinished.length, exported: 0, keptBroken: 0, excluded: [] };
+  const report: ExportReport = { batchId, groups: finished.length, unfinishedGroups: unfinished.length, exported: 0, keptBroken: 0, keptMismatched: 0, excluded: [] };
   const file = createWriteStream(out);
   try {
     for (const group of finished) {
-      const { samples, excluded, keptBroken } = await groupSamples(store, group, options);
+      const { samples, excluded, keptBroken, keptMismatched } = await groupSamples(store, group, options);
       for (const s of samples) if (!file.write(`${JSON.stringify(s)}\n`)) await once(file, 'drain');
       report.exported += samples.length;
       report.keptBroken += keptBroken;
+      report.keptMismatched += keptMismatched;
       report.excluded.push(...excluded);
     }
   } finally {

@@ -5,6 +5,9 @@
  * generated, their logprobs aligned to input_ids (null elsewhere), and the
  * reward and advantage. A turn whose completion is not where the rule puts it
  * (a prefix break, kept only on request) stays unmasked and is named.
+ * Beside the logprobs: the temperature that sampled each generated token
+ * (prime-rl divides its logits by it), and the first turn whose logprobs are
+ * not those of the distribution that sampled its tokens, with why.
  */
 import type { TokenIntegrity, TurnTokens } from '../../shared/tokens.js';
 
@@ -18,6 +21,10 @@ export interface TrainingSample {
   input_ids: number[];
   loss_mask: (0 | 1)[];
   logprobs: (number | null)[];
+  /** The sampling temperature of each generated token (null elsewhere, or where no record says). */
+  temperatures: (number | null)[];
+  /** "turn k: why" for the first turn whose logprobs are not its sampling distribution's; null when every turn's are. */
+  logprob_mismatch: string | null;
   reward: number | null;
   advantage: number | null;
   /** Policy version of every turn, in order. */
@@ -34,6 +41,8 @@ export interface SampleTokens {
   input_ids: number[];
   loss_mask: (0 | 1)[];
   logprobs: (number | null)[];
+  temperatures: (number | null)[];
+  logprob_mismatch: string | null;
   completion_spans: ([number, number] | null)[];
   unmasked_turns: number[];
 }
@@ -41,10 +50,15 @@ export interface SampleTokens {
 /** The token arrays of one attempt's turns (each with ids). */
 export function assembleTokens(turns: readonly TurnTokens[]): SampleTokens {
   const last = turns.at(-1);
-  if (!last) return { input_ids: [], loss_mask: [], logprobs: [], completion_spans: [], unmasked_turns: [] };
+  if (!last) return { input_ids: [], loss_mask: [], logprobs: [], temperatures: [], logprob_mismatch: null, completion_spans: [], unmasked_turns: [] };
   const input_ids = [...last.promptIds, ...last.completionIds];
   const loss_mask: (0 | 1)[] = input_ids.map(() => 0);
   const logprobs: (number | null)[] = input_ids.map(() => null);
+  const temperatures: (number | null)[] = input_ids.map(() => null);
+  const mismatches = turns.map((t, k) => {
+    const why = t.sampling === undefined ? 'recorded before the pipeline kept how tokens were sampled: which distribution its logprobs are of is unknown' : t.sampling.mismatch;
+    return why === undefined ? undefined : `turn ${k}: ${why}`;
+  });
   const completion_spans: ([number, number] | null)[] = [];
   const unmasked_turns: number[] = [];
   turns.forEach((t, k) => {
@@ -59,18 +73,26 @@ export function assembleTokens(turns: readonly TurnTokens[]): SampleTokens {
     for (let i = 0; i < t.completionIds.length; i++) {
       loss_mask[start + i] = 1;
       logprobs[start + i] = t.completionLogprobs[i] ?? null;
+      temperatures[start + i] = t.sampling?.params.temperature ?? null;
     }
     completion_spans.push([start, end]);
   });
-  return { input_ids, loss_mask, logprobs, completion_spans, unmasked_turns };
+  return { input_ids, loss_mask, logprobs, temperatures, logprob_mismatch: mismatches.find((m) => m !== undefined) ?? null, completion_spans, unmasked_turns };
 }
 
 /** What a trainer would check before using a sample; empty when it is sound. */
-export function sampleProblems(s: Pick<TrainingSample, 'input_ids' | 'loss_mask' | 'logprobs' | 'completion_spans'>): string[] {
+export function sampleProblems(s: Pick<TrainingSample, 'input_ids' | 'loss_mask' | 'logprobs' | 'completion_spans'> & Partial<Pick<TrainingSample, 'temperatures'>>): string[] {
   const problems: string[] = [];
   const n = s.input_ids.length;
   if (s.loss_mask.length !== n) problems.push(`loss_mask has ${s.loss_mask.length} entries for ${n} input_ids`);
   if (s.logprobs.length !== n) problems.push(`logprobs has ${s.logprobs.length} entries for ${n} input_ids`);
+  if (s.temperatures !== undefined) {
+    if (s.temperatures.length !== n) problems.push(`temperatures has ${s.temperatures.length} entries for ${n} input_ids`);
+    s.temperatures.forEach((t, i) => {
+      if (t !== null && !(t >= 0)) problems.push(`position ${i}: temperature ${t} is not a temperature`);
+      if (t !== null && s.loss_mask[i] !== 1) problems.push(`position ${i}: a temperature where loss_mask is ${s.loss_mask[i]}`);
+    });
+  }
   s.input_ids.forEach((id, i) => {
     if (!Number.isInteger(id) || id < 0) problems.push(`input_ids[${i}] = ${id} is not a token id`);
     const masked = s.loss_mask[i] === 1;

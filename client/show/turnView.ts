@@ -5,6 +5,7 @@
  */
 import { parseBashObservation } from '../../activities/agent/bashObservation.js';
 import type { ToolTurnRecord } from '../../activities/agent/conversation.js';
+import type { TurnSampling } from '../../shared/tokens.js';
 import type { ToolCall } from '../../shared/tools.js';
 import type { TrajectoryTurn } from '../loadTrajectory.js';
 import { excerpt, type Excerpt } from './excerpt.js';
@@ -124,6 +125,15 @@ export function turnView(turn: TrajectoryTurn, options: ViewOptions, attemptEnde
   return tokens === undefined ? view : { ...view, tokens };
 }
 
+/** How the turn was sampled and whether its logprobs are the sampling distribution's (the export leaves a flagged one out). */
+function samplingFact(sampling: TurnSampling | undefined): string {
+  if (!sampling) return 'LOGPROBS UNVERIFIED: recorded before sampling was kept';
+  const p = sampling.params;
+  const shape = [`temperature ${p.temperature ?? 'default'}`, p.top_k !== null && p.top_k > 0 ? `top_k ${p.top_k}` : '', p.top_p !== null && p.top_p < 1 ? `top_p ${p.top_p}` : '', p.min_p ? `min_p ${p.min_p}` : ''].filter(Boolean).join(' ');
+  const head = `sampled at ${shape} on ${sampling.server} (${sampling.paramsFrom === 'server' ? 'as it reported' : 'as sent'}), ${sampling.logprobs} logprobs`;
+  return sampling.mismatch ? `${head} · LOGPROBS NOT THE SAMPLING DISTRIBUTION'S: ${sampling.mismatch}` : head;
+}
+
 /** One line on the turn's token data; undefined for records that say nothing about tokens (scripted policies, old records). */
 export function tokenFacts(policy: TrajectoryTurn['policy']): string | undefined {
   const facts: string[] = [];
@@ -132,6 +142,7 @@ export function tokenFacts(policy: TrajectoryTurn['policy']): string | undefined
   else if (ids) {
     facts.push(`token ids: prompt ${ids.promptIds.length} + completion ${ids.completionIds.length} (${ids.source})`);
     if (ids.chatTemplate) facts.push(`template ${ids.chatTemplate.source} sha256 ${ids.chatTemplate.sha256.slice(0, 12)}${ids.chatTemplate.file ? ` (${ids.chatTemplate.file})` : ''}`);
+    facts.push(samplingFact(ids.sampling));
   }
   if (policy.prefixCheck) facts.push(policy.prefixCheck.ok ? 'prefix ok' : `prefix break at ${policy.prefixCheck.position}: ${policy.prefixCheck.reason}`);
   if (policy.policyVersion !== undefined && facts.length > 0) facts.push(`policy version ${policy.policyVersion}`);

@@ -98,6 +98,9 @@ describe('exact tokens and policy versions', { timeout: 900_000 }, () => {
         assert.deepEqual(sampleProblems(s), []);
         assert.equal(s.token_integrity.status, 'ok');
         assert.equal(s.completion_spans.length, 3);
+        // The scripted endpoint is a generic OpenAI one: sent temperature 1 and top_p 1, its logprobs are those it sampled from.
+        assert.equal(s.logprob_mismatch, null);
+        assert.ok(s.temperatures.every((t, i) => (s.loss_mask[i] === 1 ? t === 1 : t === null)), 'temperature 1 on every generated token, null elsewhere');
         assert.equal(s.task_version, group.taskVersion);
         assert.equal(s.group_id, groupWorkflowId(batchId, 'write-greeting'));
         assert.ok(s.advantage !== null && s.reward === 1);
@@ -121,7 +124,15 @@ describe('exact tokens and policy versions', { timeout: 900_000 }, () => {
         if (shape === 'raw only') delete legacy.turnTokens;
         await h.store.put(rewritten.trajectoryRef, name, legacy);
       }
-      assert.deepEqual((await groupSamples(h.store, group)).samples, before, 'old-shape records export the same samples');
+      // Their ids read the same; how their tokens were sampled they never said, so their logprobs' distribution is unknown:
+      // left out by default, kept on request with the same token arrays and the reason.
+      const tokenFields = (s: TrainingSample): Partial<TrainingSample> => ({ rollout_id: s.rollout_id, input_ids: s.input_ids, loss_mask: s.loss_mask, logprobs: s.logprobs, completion_spans: s.completion_spans, token_integrity: s.token_integrity });
+      const oldShape = await groupSamples(h.store, group);
+      assert.deepEqual(oldShape.excluded.map((e) => [e.rollout_id, e.why]), [[rewritten.workflowId, 'logprobs']]);
+      assert.match(oldShape.excluded[0]?.reason ?? '', /turn 1: recorded before the pipeline kept how tokens were sampled/);
+      const kept = await groupSamples(h.store, group, { keepMismatchedLogprobs: true });
+      assert.deepEqual(kept.samples.map(tokenFields), before.map(tokenFields), 'old-shape records export the same token arrays');
+      assert.equal(kept.keptMismatched, 1);
       // A Python trainer reads the same file into padded arrays (examples/python-trainer/load_export.py).
       const python = process.env.ROLLOUT_TRAINER_PYTHON;
       assert.ok(python, 'ROLLOUT_TRAINER_PYTHON is set by scripts/setup.sh (run the tests through `bash scripts/with-env.sh npm test`)');

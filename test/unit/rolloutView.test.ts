@@ -96,7 +96,12 @@ test('the text escapes control characters the agent printed, so none reaches the
 test('a turn shows what the trainer gets: ids and their source, the template, the prefix check, the policy version', () => {
   const ids = { source: 'pipeline' as const, promptIds: [1, 2, 3, 4], completionIds: [5, 6], completionLogprobs: [-0.1, -0.2], chatTemplate: { source: 'configured' as const, sha256: 'ab'.repeat(32), file: 'qwen.jinja' } };
   const ok = turnView({ policy: policy({ turnTokens: ids, prefixCheck: { ok: true }, policyVersion: 3 }), tools: [] }, { lines: 20 }, true);
-  assert.equal(ok.tokens, 'token ids: prompt 4 + completion 2 (pipeline) · template configured sha256 abababababab (qwen.jinja) · prefix ok · policy version 3');
+  assert.equal(ok.tokens, 'token ids: prompt 4 + completion 2 (pipeline) · template configured sha256 abababababab (qwen.jinja) · LOGPROBS UNVERIFIED: recorded before sampling was kept · prefix ok · policy version 3');
+  const params = { temperature: 0.7, top_p: 0.95, top_k: 40, min_p: 0.05, presence_penalty: 0, frequency_penalty: 0, repetition_penalty: 1 };
+  const sampled = turnView({ policy: policy({ turnTokens: { ...ids, sampling: { server: 'llama.cpp', params, paramsFrom: 'server', logprobs: 'post-sampling' } } }), tools: [] }, { lines: 20 }, true);
+  assert.match(sampled.tokens ?? '', / · sampled at temperature 0\.7 top_k 40 top_p 0\.95 min_p 0\.05 on llama\.cpp \(as it reported\), post-sampling logprobs$/);
+  const flagged = turnView({ policy: policy({ turnTokens: { ...ids, sampling: { server: 'vllm', params, paramsFrom: 'request', logprobs: 'raw', mismatch: 'the logprobs are the raw model’s' } } }), tools: [] }, { lines: 20 }, true);
+  assert.match(flagged.tokens ?? '', /on vllm \(as sent\), raw logprobs · LOGPROBS NOT THE SAMPLING DISTRIBUTION'S: the logprobs are the raw model’s/);
   const broken = turnView({ policy: policy({ turnTokens: ids, prefixCheck: { ok: false, position: 2, expected: 3, actual: 9, reason: 're-rendered differently' } }), tools: [] }, { lines: 20 }, true);
   assert.match(broken.tokens ?? '', /prefix break at 2: re-rendered differently/);
   const missing = turnView({ policy: policy({ turnTokens: { reason: 'the server returned no logprobs' } }), tools: [] }, { lines: 20 }, true);

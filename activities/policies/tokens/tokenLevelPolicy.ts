@@ -18,7 +18,9 @@ import { promptRenderer } from './chatTemplate/promptRenderer.js';
 import { postJson, serverRoot, ServerEndpoints } from './serverEndpoints.js';
 import { turnBudget } from '../generationBudget/turnBudget.js';
 import { readToolCalls, toolCallParsersOf } from '../toolCallParsing/readToolCalls.js';
-import { samplingFields } from '../samplingFields.js';
+import { samplingRequest } from '../sampling/samplingRequest.js';
+import { serverKind } from '../sampling/serverKind.js';
+import { turnSampling } from '../sampling/turnSampling.js';
 import { wireMessages } from '../wireMessages.js';
 
 type OpenAIPolicyConfig = z.output<typeof OpenAIPolicySchema>;
@@ -40,6 +42,8 @@ export class TokenLevelPolicy implements PolicyClient {
     const topLogprobs = this.config.tokens.topLogprobs;
     const budget = turnBudget(this.config);
     const endpoints = new ServerEndpoints(serverRoot(this.config.baseUrl, this.config.tokens.serverUrl), budget.timeoutMs);
+    const kind = await serverKind(this.config.server, endpoints.root, budget.timeoutMs);
+    const sent = samplingRequest(kind, sampling, this.config.tokens.serverLogprobs, budget.maxTokens, request);
     const renderer = promptRenderer(endpoints, this.config.tokens.chatTemplate);
     const prompt = await nextPromptIds(endpoints, renderer.render, wireMessages(request.messages), request.tools, request.previousTokens ?? null);
     const template = await renderer.template();
@@ -48,7 +52,7 @@ export class TokenLevelPolicy implements PolicyClient {
     const body = {
       model: this.config.model,
       prompt: prompt.ids,
-      ...samplingFields(sampling, budget.maxTokens, request),
+      ...sent.body,
       logprobs: Math.max(1, topLogprobs),
       return_token_ids: true,
     };
@@ -80,7 +84,15 @@ export class TokenLevelPolicy implements PolicyClient {
       turnTokens:
         'missing' in completion
           ? { reason: completion.missing }
-          : { source: 'pipeline', promptIds: prompt.ids, completionIds: completion.ids, completionLogprobs: completion.logprobs, ...(completion.top ? { topLogprobs: completion.top } : {}), ...(template ? { chatTemplate: template } : {}) },
+          : {
+              source: 'pipeline',
+              promptIds: prompt.ids,
+              completionIds: completion.ids,
+              completionLogprobs: completion.logprobs,
+              ...(completion.top ? { topLogprobs: completion.top } : {}),
+              ...(template ? { chatTemplate: template } : {}),
+              sampling: turnSampling(kind, sent, parsed as Record<string, unknown>),
+            },
       ...(prompt.problem ? { promptProblem: prompt.problem } : {}),
     };
   }

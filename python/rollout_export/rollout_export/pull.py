@@ -27,7 +27,7 @@ class ExportError(RuntimeError):
 @dataclass(frozen=True)
 class LeftOut:
     rollout_id: str
-    why: str  # broken | missing | not_valid
+    why: str  # broken | missing | logprobs | not_valid
     reason: str
 
 
@@ -60,7 +60,7 @@ def rollout_command(rollout: Optional[Sequence[str]] = None) -> list[str]:
     )
 
 
-_LEFT_OUT = re.compile(r"^left out (\S+): (broken|missing|not_valid): (.*)$")
+_LEFT_OUT = re.compile(r"^left out (\S+): (broken|missing|logprobs|not_valid): (.*)$")
 
 
 def pull_batch(
@@ -72,17 +72,22 @@ def pull_batch(
     store: Optional[str] = None,
     data_dir: Optional[str] = None,
     keep_broken: bool = False,
+    keep_mismatched_logprobs: bool = False,
     out: Optional[str] = None,
     timeout: float = 600.0,
 ) -> ExportedBatch:
     """The checked samples of the batch's finished groups, and every rollout left out with why.
-    `out` keeps the JSONL at that path (else a temporary file, removed after reading)."""
+    `out` keeps the JSONL at that path (else a temporary file, removed after reading).
+    keep_mismatched_logprobs keeps rollouts whose logprobs are not their sampling distribution's
+    (greedy, raw logprobs of a reshaped distribution): for a trainer that recomputes them."""
     args = [*rollout_command(rollout), "export", batch_id]
     for flag, value in (("--address", address), ("--trajectories", trajectories), ("--store", store), ("--data-dir", data_dir)):
         if value is not None:
             args += [flag, value]
     if keep_broken:
         args.append("--keep-broken")
+    if keep_mismatched_logprobs:
+        args.append("--keep-mismatched-logprobs")
     with tempfile.TemporaryDirectory(prefix="rollout-export-") as scratch:
         path = out or os.path.join(scratch, f"{batch_id}.jsonl")
         try:
@@ -96,5 +101,5 @@ def pull_batch(
         nothing = done.returncode == 1 and done.stdout.startswith("0 samples")
         if done.returncode != 0 and not nothing:
             raise ExportError(f"`{shlex.join(args)}` exited {done.returncode}: {done.stderr.strip() or done.stdout.strip()}")
-        samples = [] if nothing else list(read_samples(path, keep_broken=keep_broken))
+        samples = [] if nothing else list(read_samples(path, keep_broken=keep_broken, keep_mismatched_logprobs=keep_mismatched_logprobs))
     return ExportedBatch(batch_id=batch_id, samples=samples, left_out=left_out, summary=done.stdout.strip())

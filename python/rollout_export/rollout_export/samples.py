@@ -2,7 +2,9 @@
 padded arrays it feeds its loss. The checks are those of client/export/trainingSample.ts
 (`sampleProblems`): every array as long as input_ids, token ids that are ids, a logprob exactly
 where loss_mask is 1 and none elsewhere, logprobs <= 0, completion spans covering exactly the
-masked tokens; and, unless broken samples were asked for, token_integrity ok."""
+masked tokens, a temperature only on generated tokens; unless broken samples were asked for,
+token_integrity ok; and unless asked for, no logprob_mismatch (logprobs that are not those of the
+distribution that sampled the tokens)."""
 
 from __future__ import annotations
 
@@ -69,6 +71,15 @@ def sample_problems(s: dict[str, Any]) -> list[str]:
             problems.append(f"position {i}: loss_mask {m} but logprob {lp}")
         if lp is not None and (not isinstance(lp, (int, float)) or not math.isfinite(lp) or lp > 0):
             problems.append(f"position {i}: logprob {lp} is not <= 0")
+    temps = s.get("temperatures")
+    if temps is not None:
+        if len(temps) != n:
+            problems.append(f"temperatures has {len(temps)} entries for {n} input_ids")
+        for i, t in enumerate(temps):
+            if t is not None and (not isinstance(t, (int, float)) or not t >= 0):
+                problems.append(f"position {i}: temperature {t!r} is not a temperature")
+            if t is not None and i < len(mask) and mask[i] != 1:
+                problems.append(f"position {i}: a temperature where loss_mask is {mask[i]}")
     covered = 0
     for k, span in enumerate(spans):
         if span is None:
@@ -83,7 +94,7 @@ def sample_problems(s: dict[str, Any]) -> list[str]:
     return problems
 
 
-def _sample(raw: dict[str, Any], where: str, keep_broken: bool) -> Sample:
+def _sample(raw: dict[str, Any], where: str, keep_broken: bool, keep_mismatched_logprobs: bool) -> Sample:
     missing = [f for f in REQUIRED if f not in raw]
     if missing:
         raise SampleError(f"{where}: no {', '.join(missing)} (not a `rollout export` sample, or from an older exporter)")
@@ -91,6 +102,9 @@ def _sample(raw: dict[str, Any], where: str, keep_broken: bool) -> Sample:
     status = raw["token_integrity"].get("status")
     if status != "ok" and not keep_broken:
         problems.append(f"token_integrity is {status} ({raw['token_integrity'].get('reason', '')}); read with keep_broken=True to take such samples")
+    mismatch = raw.get("logprob_mismatch")
+    if mismatch is not None and not keep_mismatched_logprobs:
+        problems.append(f"its logprobs are not those of the distribution that sampled the tokens ({mismatch}); read with keep_mismatched_logprobs=True to take such samples")
     if not isinstance(raw["reward"], (int, float)) or not isinstance(raw["advantage"], (int, float)):
         problems.append(f"reward {raw['reward']!r} and advantage {raw['advantage']!r} must be numbers")
     if problems:
@@ -101,7 +115,7 @@ def _sample(raw: dict[str, Any], where: str, keep_broken: bool) -> Sample:
     return Sample(**known, extra={k: v for k, v in raw.items() if k not in known})
 
 
-def read_samples(path: str, keep_broken: bool = False) -> Iterator[Sample]:
+def read_samples(path: str, keep_broken: bool = False, keep_mismatched_logprobs: bool = False) -> Iterator[Sample]:
     """The samples of an export file, each checked; raises SampleError at the first bad line."""
     with open(path, encoding="utf-8") as f:
         for line, text in enumerate(f, 1):
@@ -111,12 +125,12 @@ def read_samples(path: str, keep_broken: bool = False) -> Iterator[Sample]:
                 raw = json.loads(text)
             except json.JSONDecodeError as err:
                 raise SampleError(f"{path} line {line}: not JSON: {err}") from err
-            yield _sample(raw, f"{path} line {line}", keep_broken)
+            yield _sample(raw, f"{path} line {line}", keep_broken, keep_mismatched_logprobs)
 
 
 def collate(samples: list[Sample], pad_id: int = 0) -> dict[str, Any]:
     """Pads the samples to the longest: input_ids, attention_mask, loss_mask, old_logprobs [N][T]
-    (0.0 where not generated), advantages, rewards [N]; numpy arrays when numpy is installed."""
+    (0.0 where not generated), temperatures [N][T], advantages, rewards [N]; numpy arrays when numpy is installed."""
     width = max((len(s.input_ids) for s in samples), default=0)
 
     def pad(values: list[Any], fill: Any) -> list[Any]:
@@ -127,6 +141,8 @@ def collate(samples: list[Sample], pad_id: int = 0) -> dict[str, Any]:
         "attention_mask": [pad([1] * len(s.input_ids), 0) for s in samples],
         "loss_mask": [pad(s.loss_mask, 0) for s in samples],
         "old_logprobs": [pad([0.0 if lp is None else lp for lp in s.logprobs], 0.0) for s in samples],
+        # Sampling temperature per generated token (1.0 where nothing was generated or nothing says).
+        "temperatures": [pad([1.0 if t is None else t for t in s.extra.get("temperatures") or [None] * len(s.input_ids)], 1.0) for s in samples],
         "advantages": [s.advantage for s in samples],
         "rewards": [s.reward for s in samples],
     }
