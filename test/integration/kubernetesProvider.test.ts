@@ -66,6 +66,7 @@ sandboxConformanceSuite(
     notApplicable: {
       'reset:': ON_HOST,
       'isolation:': ON_HOST,
+      'background processes:': `${ON_HOST}; and a pod's exec is held open by any process that keeps its output stream (see the real node's reason)`,
       'network public:': `${ON_HOST}; in a real cluster the NetworkPolicy allows egress for a pod labelled egress=allow (checked below)`,
       'escape:': `${ON_HOST}; in a real cluster the pod's security context, the NetworkPolicy and the runtime class contain these (deploy/)`,
       'the writable layer is bounded': 'kwok enforces no ephemeral-storage limit (the provider sets it on the pod; checked below)',
