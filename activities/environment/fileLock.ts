@@ -26,8 +26,12 @@ export async function withFileLock<T>(lockFile: string, fn: () => Promise<T>, on
   try {
     return await fn();
   } finally {
-    const exited = new Promise<void>((r) => holder.once('exit', () => r()));
-    holder.stdin.end();
-    await exited;
+    // The holder may be gone already (killed): then there is nothing to release, and no exit to wait for.
+    if (holder.exitCode === null && holder.signalCode === null) {
+      const exited = new Promise<void>((r) => holder.once('exit', () => r()));
+      holder.stdin.on('error', () => undefined);
+      holder.stdin.end();
+      await exited;
+    }
   }
 }

@@ -121,6 +121,9 @@ export async function runTool(tools: ImageTools, file: string, args: string[], o
       if (log) log.end(finish);
       else finish();
     });
+    // A tool may exit without reading its input (a failed build, a tool that takes none): the write then
+    // fails with EPIPE, which is that tool's business, reported by its exit status, not this process's crash.
+    child.stdin.on('error', () => undefined);
     child.stdin.end(options.input ?? '');
   });
   const { cgroupParent } = options;

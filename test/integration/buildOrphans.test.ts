@@ -14,7 +14,7 @@ import { dirname, join, resolve } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { runningDir } from '../../activities/environment/buildProcesses.js';
-import { imageTools } from '../../activities/environment/imageTools.js';
+import { imageTools, runTool } from '../../activities/environment/imageTools.js';
 import { eventually } from '../helpers/eventually.js';
 import { processesMentioning } from '../helpers/localSandboxInspector.js';
 
@@ -108,3 +108,13 @@ if (noTools) {
     }
   });
 }
+
+describe('a build tool that exits without reading its input', { skip: noTools ?? false, timeout: 120_000 }, () => {
+  test('is its exit status, not this process dying of EPIPE', async () => {
+    // 8 MiB to a tool that reads none: the pipe fills, the tool exits, the rest of the write fails with EPIPE.
+    const r = await runTool(imageTools(), 'sh', ['-c', 'exit 3'], { input: 'x'.repeat(8 * 1024 * 1024) });
+    assert.equal(r.code, 3);
+    const again = await runTool(imageTools(), 'sh', ['-c', 'head -c 1 >/dev/null; echo read-one'], { input: 'y'.repeat(8 * 1024 * 1024) });
+    assert.deepEqual([again.code, again.stdout], [0, 'read-one\n']);
+  });
+});
