@@ -4,6 +4,13 @@
  * run, cancel the batch's groups, then stop the workers and the server); the
  * second one runs `onSecond` (synchronous: kill what must not outlive the
  * process) and exits at once. What is left then is reaped by the next start.
+ *
+ * Started by npm (`npx rollout ...`, `npm run demo`), the launcher is what a
+ * program holds: the project's .npmrc makes npm run the command through bash,
+ * which execs it, so a SIGINT or SIGTERM npm forwards reaches this process
+ * (through dash it stopped at the shell). A launcher that dies (SIGKILL) leaves
+ * this process to init: that counts as SIGTERM, so the run stops in order
+ * instead of going on with no one holding it.
  */
 export interface Interrupts {
   /** Aborted on the first SIGINT or SIGTERM; its reason is the signal's name. */
@@ -29,13 +36,30 @@ export function watchInterrupts(options: { onFirst?: (signal: NodeJS.Signals) =>
   };
   process.on('SIGINT', handler);
   process.on('SIGTERM', handler);
+  const launcherWatch = watchNpmLauncher(() => handler('SIGTERM'));
   return {
     signal: controller.signal,
     dispose: () => {
       process.off('SIGINT', handler);
       process.off('SIGTERM', handler);
+      if (launcherWatch) clearInterval(launcherWatch);
     },
   };
+}
+
+/** When npm launched this process: calls `gone` once the launcher has died (this process was handed to another parent). */
+function watchNpmLauncher(gone: () => void): NodeJS.Timeout | undefined {
+  // npm exec (npx) and npm run-script; not `npm test`, whose processes start rollout runs of their own.
+  if (process.env.npm_command !== 'exec' && process.env.npm_command !== 'run-script') return undefined;
+  const launcher = process.ppid;
+  const timer = setInterval(() => {
+    if (process.ppid === launcher) return;
+    clearInterval(timer);
+    process.stderr.write(`\nthe npm process that launched this run (pid ${launcher}) is gone: stopping as for SIGTERM\n`);
+    gone();
+  }, 1_000);
+  timer.unref();
+  return timer;
 }
 
 /** Exit code of a command stopped by `signal` (128 + its number, as a shell reports it). */
