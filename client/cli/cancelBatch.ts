@@ -1,12 +1,12 @@
 /** `rollout cancel --batch ID`: cancels every running group of a batch and waits until their rollouts have closed. */
 import { cancelGroups } from '../stopping/cancelGroups.js';
-import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
+import { batchServerFromFlags } from '../batchServer/batchServerFromFlags.js';
 import { UsageError } from './usageError.js';
 
-export async function cancelBatchCommand(batchId: string, address: string | undefined): Promise<number> {
+export async function cancelBatchCommand(batchId: string, flags: { address?: string | undefined; 'data-dir'?: string | undefined }): Promise<number> {
   if (!/^[A-Za-z0-9._-]+$/.test(batchId)) throw new UsageError(`batch id ${JSON.stringify(batchId)} has characters batch ids never have`);
-  const settings = temporalSettings(address);
-  const { client, close } = await openTemporalClient(settings);
+  const server = await batchServerFromFlags(flags, batchId, { mutates: 'cancelling' });
+  const { client } = server;
   try {
     const groups = [];
     for await (const wf of client.workflow.list({ query: `RolloutBatch="${batchId}" AND WorkflowType="rolloutGroup" AND ExecutionStatus="Running"` })) {
@@ -18,7 +18,7 @@ export async function cancelBatchCommand(batchId: string, address: string | unde
       groups.push({ taskId, taskDir: taskId, workflowId: wf.workflowId, groupSize });
     }
     if (groups.length === 0) {
-      process.stdout.write(`no running group of batch ${batchId} on ${settings.address}; nothing cancelled\n`);
+      process.stdout.write(`no running group of batch ${batchId} on ${server.where}; nothing cancelled\n`);
       return 1;
     }
     const report = await cancelGroups(client, batchId, groups, { waitMs: 60_000 });
@@ -26,6 +26,6 @@ export async function cancelBatchCommand(batchId: string, address: string | unde
     for (const g of report.finished) process.stdout.write(`${g.workflowId}: had finished (${g.status}); nothing cancelled\n`);
     return 0;
   } finally {
-    await close();
+    await server.close();
   }
 }

@@ -5,27 +5,28 @@
  */
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { cancelRolloutUpdate } from '../../workflows/definitions.js';
-import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
+import { batchOfWorkflowId, batchServerFromFlags } from '../batchServer/batchServerFromFlags.js';
 import { parseCommandLine } from './commandLine.js';
 import { UsageError } from './usageError.js';
 import { cancelBatchCommand } from './cancelBatch.js';
 
-export const cancelUsage = `rollout cancel <rollout-workflow-id> --reason TEXT [--address HOST:PORT]
+export const cancelUsage = `rollout cancel <rollout-workflow-id> --reason TEXT [--data-dir DIR] [--address HOST:PORT]
   Cancels one rollout (its sandbox is torn down; it ends as cancelled/operator, outside the
   group baseline); the other rollouts of its group continue.
-rollout cancel --batch ID [--address HOST:PORT]
+rollout cancel --batch ID [--data-dir DIR] [--address HOST:PORT]
   Cancels every running group of the batch; each rollout tears its sandbox down.`;
 
 export async function cancelCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseCommandLine(argv, { command: 'cancel', usage: cancelUsage, options: { reason: { type: 'string' }, address: { type: 'string' }, batch: { type: 'string' } }, allowPositionals: true });
+  const { values, positionals } = parseCommandLine(argv, { command: 'cancel', usage: cancelUsage, options: { reason: { type: 'string' }, address: { type: 'string' }, 'data-dir': { type: 'string' }, batch: { type: 'string' } }, allowPositionals: true });
   if (values.batch !== undefined) {
     if (positionals.length > 0) throw new UsageError(`name a rollout or --batch, not both\n${cancelUsage}`);
-    return cancelBatchCommand(values.batch, values.address);
+    return cancelBatchCommand(values.batch, values);
   }
   const [workflowId] = positionals;
   if (!workflowId || positionals.length > 1) throw new UsageError(`name one rollout workflow id (rollout/<batch>/<task>/<index>)\n${cancelUsage}`);
   if (!values.reason?.trim()) throw new UsageError(`--reason is required: it is kept in the rollout's attempt history\n${cancelUsage}`);
-  const { client: temporal, connection } = await openTemporalClient(temporalSettings(values.address));
+  const server = await batchServerFromFlags(values, batchOfWorkflowId(workflowId), { mutates: 'cancelling' });
+  const temporal = server.client;
   try {
     const handle = temporal.workflow.getHandle(workflowId);
     let response;
@@ -42,6 +43,6 @@ export async function cancelCommand(argv: string[]): Promise<number> {
     process.stdout.write(`${workflowId}: cancel accepted during ${response.stage} of attempt ${response.attempt + 1}; its sandbox is being torn down\n`);
     return 0;
   } finally {
-    await connection.close();
+    await server.close();
   }
 }

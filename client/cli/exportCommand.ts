@@ -1,6 +1,6 @@
 /** `rollout export <batch> --out FILE`: a batch's training samples as JSONL, one line per valid rollout. */
 import { openTrajectoryStore } from '../../activities/store/openTrajectoryStore.js';
-import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
+import { batchServerFromFlags } from '../batchServer/batchServerFromFlags.js';
 import { exportBatch } from '../export/exportBatch.js';
 import { dataDir } from './cliSettings.js';
 import { parseCommandLine } from './commandLine.js';
@@ -49,7 +49,11 @@ export async function exportCommand(argv: string[]): Promise<number> {
   if (!/^[A-Za-z0-9._-]+$/.test(batchId)) throw new UsageError(`batch id ${JSON.stringify(batchId)} has characters batch ids never have`);
   if (!values.out) throw new UsageError(`--out FILE is required (where the JSONL goes)\n${exportUsage}`);
   const store = await openTrajectoryStore(values.trajectories !== undefined ? `fs:${values.trajectories}` : (values.store ?? process.env.ROLLOUT_STORE), dataDir(values['data-dir']));
-  const { client: temporal, connection } = await openTemporalClient(temporalSettings(values.address));
+  const server = await batchServerFromFlags(values, batchId).catch(async (err: unknown) => {
+    await store.close();
+    throw err;
+  });
+  const temporal = server.client;
   try {
     const report = await exportBatch(temporal, store, batchId, values.out, { keepBroken: values['keep-broken'] ?? false, keepMismatchedLogprobs: values['keep-mismatched-logprobs'] ?? false });
     const count = (why: string): number => report.excluded.filter((e) => e.why === why).length;
@@ -63,7 +67,7 @@ export async function exportCommand(argv: string[]): Promise<number> {
     for (const e of report.excluded) process.stderr.write(`left out ${e.rollout_id}: ${e.why}: ${e.reason}\n`);
     return report.exported > 0 ? 0 : 1;
   } finally {
-    await connection.close();
+    await server.close();
     await store.close();
   }
 }

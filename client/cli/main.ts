@@ -25,6 +25,7 @@ import { closestName } from './closestName.js';
 import { HelpRequested } from './commandLine.js';
 import { UsageError } from './usageError.js';
 import { ServerUnreachableError } from '../outage/serverWait.js';
+import { BatchNotFoundError, NoServerError } from '../batchServer/openBatchServer.js';
 
 const commands: Record<string, { run: (argv: string[]) => Promise<number>; usage: string }> = {
   run: { run: runCommand, usage: runUsage },
@@ -71,7 +72,7 @@ try {
   if (err instanceof HelpRequested) {
     process.stdout.write(`usage: ${err.usage}\n`);
     process.exitCode = 0;
-  } else if (err instanceof UsageError || err instanceof TemporalBinaryError || err instanceof StoreSettingError || err instanceof ProviderSettingError || err instanceof TemporalSettingError || err instanceof ServerUnreachableError) {
+  } else if (err instanceof UsageError || err instanceof TemporalBinaryError || err instanceof StoreSettingError || err instanceof ProviderSettingError || err instanceof TemporalSettingError || err instanceof ServerUnreachableError || err instanceof BatchNotFoundError || err instanceof NoServerError) {
     process.stderr.write(`rollout: ${err.message}\n`);
     process.exitCode = 2;
   } else {

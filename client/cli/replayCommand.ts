@@ -7,7 +7,7 @@ import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandbo
 import { openTrajectoryStore } from '../../activities/store/openTrajectoryStore.js';
 import { ReplayError, replayRollout } from '../replayRollout.js';
 import { dataDir } from './cliSettings.js';
-import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
+import { batchOfWorkflowId, batchServerFromFlags } from '../batchServer/batchServerFromFlags.js';
 import { parseCommandLine } from './commandLine.js';
 import { UsageError } from './usageError.js';
 
@@ -25,7 +25,11 @@ export async function replayCommand(argv: string[]): Promise<number> {
   const [workflowId] = positionals;
   if (!workflowId || positionals.length > 1) throw new UsageError(`name one rollout workflow id (rollout/<batch>/<task>/<index>)\n${replayUsage}`);
   const store = await openTrajectoryStore(values.trajectories !== undefined ? `fs:${values.trajectories}` : (values.store ?? process.env.ROLLOUT_STORE), dataDir(values['data-dir']));
-  const { client: temporal, connection } = await openTemporalClient(temporalSettings(values.address));
+  const server = await batchServerFromFlags(values, batchOfWorkflowId(workflowId)).catch(async (err: unknown) => {
+    await store.close();
+    throw err;
+  });
+  const temporal = server.client;
   try {
     const replay = await replayRollout({ client: temporal, store, provider: new LocalSandboxProvider(), workflowId });
     process.stdout.write(`${workflowId} attempt ${replay.attempt + 1}: ${replay.actions.length} recorded actions re-executed without the model\n`);
@@ -38,7 +42,7 @@ export async function replayCommand(argv: string[]): Promise<number> {
     if (err instanceof ReplayError) throw new UsageError(err.message);
     throw err;
   } finally {
-    await connection.close();
+    await server.close();
     await store.close();
   }
 }

@@ -7,18 +7,19 @@
 import { Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
 import { WORKFLOWS_PATH } from '../../workers/pipelineWorkers.js';
-import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
+import { batchOfWorkflowId, batchServerFromFlags } from '../batchServer/batchServerFromFlags.js';
 import { parseCommandLine } from './commandLine.js';
 import { UsageError } from './usageError.js';
 
-export const replayHistoryUsage = `rollout replay-history <workflow-id> [--run-id ID] [--address HOST:PORT]
+export const replayHistoryUsage = `rollout replay-history <workflow-id> [--run-id ID] [--data-dir DIR] [--address HOST:PORT]
   Replays a workflow's recorded history against the current workflow code.`;
 
 export async function replayHistoryCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseCommandLine(argv, { command: 'replay-history', usage: replayHistoryUsage, options: { 'run-id': { type: 'string' }, address: { type: 'string' } }, allowPositionals: true });
+  const { values, positionals } = parseCommandLine(argv, { command: 'replay-history', usage: replayHistoryUsage, options: { 'run-id': { type: 'string' }, address: { type: 'string' }, 'data-dir': { type: 'string' } }, allowPositionals: true });
   const [workflowId] = positionals;
   if (!workflowId || positionals.length > 1) throw new UsageError(`name one workflow id\n${replayHistoryUsage}`);
-  const { client: temporal, connection } = await openTemporalClient(temporalSettings(values.address));
+  const server = await batchServerFromFlags(values, batchOfWorkflowId(workflowId));
+  const temporal = server.client;
   try {
     const history = await temporal.workflow.getHandle(workflowId, values['run-id']).fetchHistory();
     try {
@@ -33,6 +34,6 @@ export async function replayHistoryCommand(argv: string[]): Promise<number> {
     process.stdout.write(`replays: ${workflowId} (${history.events?.length ?? 0} events) against ${WORKFLOWS_PATH}\n`);
     return 0;
   } finally {
-    await connection.close();
+    await server.close();
   }
 }

@@ -5,7 +5,7 @@ import { writeRolloutPages } from '../show/rolloutPages.js';
 import { openStoreFromFlags } from './cliSettings.js';
 import { buildReport, reportText } from '../report/batchReport.js';
 import { reportHtml } from '../report/reportHtml.js';
-import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
+import { batchServerFromFlags } from '../batchServer/batchServerFromFlags.js';
 import { parseCommandLine } from './commandLine.js';
 import { UsageError } from './usageError.js';
 
@@ -20,7 +20,8 @@ export async function reportCommand(argv: string[]): Promise<number> {
   const [batchId] = positionals;
   if (!batchId || positionals.length > 1) throw new UsageError(`name one batch id\n${reportUsage}`);
   if (!/^[A-Za-z0-9._-]+$/.test(batchId)) throw new UsageError(`batch id ${JSON.stringify(batchId)} has characters batch ids never have`);
-  const { client: temporal, connection } = await openTemporalClient(temporalSettings(values.address));
+  const server = await batchServerFromFlags(values, batchId);
+  const temporal = server.client;
   try {
     const { finished: groups, unfinished } = await listBatchGroups(temporal, batchId);
     const open = unfinished.length;
@@ -43,6 +44,6 @@ export async function reportCommand(argv: string[]): Promise<number> {
     }
     return 0;
   } finally {
-    await connection.close();
+    await server.close();
   }
 }

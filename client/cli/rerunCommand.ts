@@ -5,21 +5,21 @@
  * field differs. Needs workers running on the original's task queues.
  */
 import { RerunError, rerunRollout } from '../rerunRollout.js';
-import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
+import { batchOfWorkflowId, batchServerFromFlags } from '../batchServer/batchServerFromFlags.js';
 import { parseCommandLine } from './commandLine.js';
 import { UsageError } from './usageError.js';
 
-export const rerunUsage = `rollout rerun <rollout-workflow-id> [--batch-id ID] [--address HOST:PORT]
+export const rerunUsage = `rollout rerun <rollout-workflow-id> [--batch-id ID] [--data-dir DIR] [--address HOST:PORT]
   Starts a new rollout with the same experiment record (task version, policy, sampling seed,
   limits) under a new batch id, waits for it and prints both side by side.`;
 
 export async function rerunCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseCommandLine(argv, { command: 'rerun', usage: rerunUsage, options: { 'batch-id': { type: 'string' }, address: { type: 'string' } }, allowPositionals: true });
+  const { values, positionals } = parseCommandLine(argv, { command: 'rerun', usage: rerunUsage, options: { 'batch-id': { type: 'string' }, address: { type: 'string' }, 'data-dir': { type: 'string' } }, allowPositionals: true });
   const [workflowId] = positionals;
   if (!workflowId || positionals.length > 1) throw new UsageError(`name one rollout workflow id (rollout/<batch>/<task>/<index>)\n${rerunUsage}`);
-  const { client: temporal, connection } = await openTemporalClient(temporalSettings(values.address));
+  const server = await batchServerFromFlags(values, batchOfWorkflowId(workflowId), { mutates: 'a rerun' });
   try {
-    const client = temporal;
+    const { client } = server;
     process.stderr.write(`rerunning ${workflowId} …\n`);
     const r = await rerunRollout({ client, workflowId, ...(values['batch-id'] ? { batchId: values['batch-id'] } : {}) });
     const rows: [string, string, string][] = [
@@ -41,6 +41,6 @@ export async function rerunCommand(argv: string[]): Promise<number> {
     if (err instanceof RerunError) throw new UsageError(err.message);
     throw err;
   } finally {
-    await connection.close();
+    await server.close();
   }
 }

@@ -162,7 +162,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       // workflow level) before a new worker takes it, so allow that under load before going on.
       const leftover = await cancelLeftoverRun(client, data, { waitMs: 90_000, except: batchId });
       if (leftover) process.stderr.write(`${leftover}\n`);
-      writeMarker(data, batchId);
+      writeMarker(data, batchId, temporal.address);
     }
     const batch = await submitResolvedBatch(client, inputs);
     const reused = batch.groups.filter((g) => !g.started).length;
@@ -203,7 +203,11 @@ export async function runCommand(argv: string[]): Promise<number> {
         process.stdout.write('the server stays up for the Web UI; Ctrl-C stops it.\n');
         await new Promise<void>((resolve) => interrupts.signal.addEventListener('abort', () => resolve(), { once: true }));
       } else if (existsSync(join(data, 'temporal.sqlite'))) {
-        process.stdout.write(`(the embedded server stops now; browse this batch later with: npx rollout server --db-filename ${join(data, 'temporal.sqlite')})\n`);
+        const dataFlag = values['data-dir'] !== undefined ? ` --data-dir ${data}` : '';
+        process.stdout.write(
+          `(the embedded server stops now; rollout show, status, report and export read this batch from ${join(data, 'temporal.sqlite')} without it,\n` +
+            ` e.g. npx rollout export ${batchId} --out ${batchId}.jsonl${dataFlag}; for the Web UI: npx rollout server --db-filename ${join(data, 'temporal.sqlite')})\n`,
+        );
       }
     }
     return results.every((g) => g.status === 'complete') ? 0 : 1;

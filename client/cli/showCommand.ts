@@ -3,7 +3,7 @@
  * turn, from Temporal (result, or live progress) and the trajectory store.
  */
 import { writeFileSync } from 'node:fs';
-import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
+import { batchOfWorkflowId, batchServerFromFlags } from '../batchServer/batchServerFromFlags.js';
 import { readRolloutState, ShowError } from '../show/readRolloutState.js';
 import { rolloutHtml } from '../show/rolloutHtml.js';
 import { rolloutText } from '../show/rolloutText.js';
@@ -30,10 +30,12 @@ export async function showCommand(argv: string[]): Promise<number> {
   const lines = values.lines === undefined ? 20 : Number(values.lines);
   if (!Number.isInteger(lines) || lines < 1) throw new UsageError(`--lines ${JSON.stringify(values.lines)}: give a whole number of lines, 1 or more`);
   const store = await openStoreFromFlags(values);
-  const settings = temporalSettings(values.address);
-  const { client, connection } = await openTemporalClient(settings);
+  const server = await batchServerFromFlags(values, batchOfWorkflowId(workflowId)).catch(async (err: unknown) => {
+    await store.close();
+    throw err;
+  });
   try {
-    const view = await buildRolloutView(await readRolloutState(client, workflowId, settings.address), store, { lines });
+    const view = await buildRolloutView(await readRolloutState(server.client, workflowId, server.where), store, { lines });
     process.stdout.write(rolloutText(view));
     if (values.html) {
       writeFileSync(values.html, rolloutHtml(view));
@@ -44,7 +46,7 @@ export async function showCommand(argv: string[]): Promise<number> {
     if (err instanceof ShowError) throw new UsageError(err.message);
     throw err;
   } finally {
-    await connection.close();
+    await server.close();
     await store.close();
   }
 }

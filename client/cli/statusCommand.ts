@@ -3,8 +3,8 @@ import type { Client } from '@temporalio/client';
 import { groupProgressQuery } from '../../workflows/definitions.js';
 import { listBatchGroups } from '../batchGroups.js';
 import { summaryTable } from '../report/summaryTable.js';
-import { temporalSettings } from '../../workers/temporalConnection.js';
-import { openClientThroughOutage } from '../outage/openClient.js';
+import { batchServerFromFlags } from '../batchServer/batchServerFromFlags.js';
+import { addressOf, serverWait } from '../outage/serverWait.js';
 import { batchGroupStates } from '../console/batchStates.js';
 import { progressDisplay } from '../console/progressDisplay.js';
 import { watchProgress } from '../console/watchProgress.js';
@@ -31,20 +31,23 @@ async function watchBatch(client: Client, batchId: string): Promise<boolean> {
   return true;
 }
 
-export const statusUsage = `rollout status <batch-id> [--watch] [--address HOST:PORT]
+export const statusUsage = `rollout status <batch-id> [--watch] [--data-dir DIR] [--address HOST:PORT]
   Lists the batch's groups: progress of running ones, the table of finished ones
   with the fraction masked per group and for the batch (flagged past the guard).
   --watch   live progress (as rollout run shows it) until every group has finished, then the table`;
 
 export async function statusCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseCommandLine(argv, { command: 'status', usage: statusUsage, options: { address: { type: 'string' }, watch: { type: 'boolean', default: false } }, allowPositionals: true });
+  const { values, positionals } = parseCommandLine(argv, { command: 'status', usage: statusUsage, options: { address: { type: 'string' }, 'data-dir': { type: 'string' }, watch: { type: 'boolean', default: false } }, allowPositionals: true });
   const [batchId] = positionals;
   if (!batchId || positionals.length > 1) throw new UsageError(`name one batch id\n${statusUsage}`);
   if (!/^[A-Za-z0-9._-]+$/.test(batchId)) throw new UsageError(`batch id ${JSON.stringify(batchId)} has characters batch ids never have`);
-  const { client, connection, wait } = await openClientThroughOutage(temporalSettings(values.address));
+  // A server that is restarting is waited for, as during a run (README: Stopping and outages).
+  const server = await batchServerFromFlags(values, batchId, { waitForServerMs: 5 * 60_000 });
+  const { client } = server;
+  const wait = serverWait(addressOf(client));
   try {
     if (values.watch && !(await watchBatch(client, batchId))) {
-      process.stdout.write(`no groups of batch ${batchId} on ${temporalSettings(values.address).address}\n`);
+      process.stdout.write(`no groups of batch ${batchId} on ${server.where}\n`);
       return 1;
     }
     const { finished, unfinished } = await wait.retry(`the groups of batch ${batchId}`, () => listBatchGroups(client, batchId), { maxWaitMs: 5 * 60_000 });
@@ -57,13 +60,13 @@ export async function statusCommand(argv: string[]): Promise<number> {
       } else running.push(`${wf.workflowId}: ${wf.status.toLowerCase()}`);
     }
     if (groups === 0) {
-      process.stdout.write(`no groups of batch ${batchId} on ${temporalSettings(values.address).address}\n`);
+      process.stdout.write(`no groups of batch ${batchId} on ${server.where}\n`);
       return 1;
     }
     for (const line of running) process.stdout.write(`${line}\n`);
     if (finished.length) process.stdout.write(`${summaryTable(finished)}\n`);
     return 0;
   } finally {
-    await connection.close();
+    await server.close();
   }
 }

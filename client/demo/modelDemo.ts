@@ -2,7 +2,11 @@
  * `npm run demo:model`: the sample tasks with a real model. Starts llama.cpp
  * (xllamacpp) serving Qwen2.5-Coder-0.5B-Instruct on 127.0.0.1, then runs
  * `rollout run --embedded` against it with the openai policy, and prints the
- * per-task table (rewards, outcomes). Extra arguments go to `rollout run`
+ * per-task table (rewards, outcomes). It uses what docs/exact-tokens.md
+ * recommends for llama.cpp: token mode `pipeline` with the server's chat
+ * template rendered by the pipeline (`--chat-template`, its sha256 recorded on
+ * every turn), so every rollout keeps the exact-prefix rule and can be
+ * exported for training. Extra arguments go to `rollout run`
  * (e.g. `npm run demo:model -- --group-size 4 --tasks examples/tasks/fix-median`).
  * Needs the runtime and model of scripts/ensure-model.sh (ROLLOUT_LLAMA_PYTHON,
  * ROLLOUT_MODEL_GGUF); nothing is downloaded here.
@@ -48,6 +52,8 @@ try {
     // Twelve rollouts share four slots on one CPU thread: a call may wait minutes for a slot, which is not the model's doing.
     '--request-timeout-ms', '280000',
     '--tool-call-parser', DEMO_TOOL_CALL_PARSERS,
+    '--token-mode', 'pipeline',
+    '--chat-template', llama.template.file,
     ...userArgs,
   ]);
 } catch (err) {

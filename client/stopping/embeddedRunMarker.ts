@@ -11,7 +11,8 @@ import { join } from 'node:path';
 import { z } from 'zod';
 import { holderAlive, HolderSchema, thisProcess } from '../../activities/sandbox/local/holderProcess.js';
 
-const MarkerSchema = z.object({ process: HolderSchema, batchId: z.string(), startedAt: z.string() });
+/** `address`: the run's Temporal server, so that commands reading a batch meanwhile ask it (markers before it have none). */
+const MarkerSchema = z.object({ process: HolderSchema, batchId: z.string(), startedAt: z.string(), address: z.string().optional() });
 export type EmbeddedRunMarker = z.infer<typeof MarkerSchema>;
 
 function file(dataDir: string): string {
@@ -32,8 +33,8 @@ export function liveRun(dataDir: string): EmbeddedRunMarker | undefined {
   return marker && holderAlive(marker.process) ? marker : undefined;
 }
 
-export function writeMarker(dataDir: string, batchId: string): void {
-  writeFileSync(file(dataDir), JSON.stringify({ process: thisProcess(), batchId, startedAt: new Date().toISOString() }));
+export function writeMarker(dataDir: string, batchId: string, address: string): void {
+  writeFileSync(file(dataDir), JSON.stringify({ process: thisProcess(), batchId, startedAt: new Date().toISOString(), address }));
 }
 
 export function removeMarker(dataDir: string): void {

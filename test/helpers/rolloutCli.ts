@@ -5,9 +5,12 @@ import { fileURLToPath } from 'node:url';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 
-export function runRolloutCli(args: string[], cwd: string): Promise<{ code: number | null; stdout: string; stderr: string }> {
+/** `env` is laid over this process's environment; a variable set to undefined there is removed. */
+export function runRolloutCli(args: string[], cwd: string, env: Record<string, string | undefined> = {}): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const childEnv: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: 'warn', ...env };
+  for (const [name, value] of Object.entries(env)) if (value === undefined) delete childEnv[name];
   return new Promise((resolvePromise) => {
-    const child = spawn(process.execPath, [join(root, 'client/bin/rollout.js'), ...args], { cwd, env: { ...process.env, LOG_LEVEL: 'warn' } });
+    const child = spawn(process.execPath, [join(root, 'client/bin/rollout.js'), ...args], { cwd, env: childEnv });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));

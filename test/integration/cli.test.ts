@@ -147,13 +147,13 @@ describe('rollout run and status against running workers', { timeout: 300_000 },
     assert.notEqual(finished.code, 0);
     const unknown = await rollout(['cancel', 'rollout/no-such/x/0', '--reason', 'test', '--address', testServerAddress()]);
     assert.equal(unknown.code, 2, unknown.stderr);
-    assert.match(unknown.stderr, /no such workflow/);
+    assert.match(unknown.stderr, new RegExp(`^rollout: batch no-such is not on the server at ${testServerAddress().replace(/\./g, '\\.')} \\(it has batches \\S+`));
   });
 
-  test('status of an unknown batch says so', async () => {
+  test('status of an unknown batch says so, and names the batches the server has', async () => {
     const status = await rollout(['status', 'no-such-batch', '--address', testServerAddress()]);
-    assert.equal(status.code, 1);
-    assert.match(status.stdout, /no groups of batch no-such-batch/);
+    assert.equal(status.code, 2);
+    assert.match(status.stderr, /^rollout: batch no-such-batch is not on the server at \S+ \(it has batches \S+/);
   });
 });
 

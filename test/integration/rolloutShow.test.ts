@@ -157,7 +157,7 @@ describe('rollout show', { timeout: 300_000 }, () => {
     const missing = `rollout/${batchId}/noisy-greeting/7`;
     const out = await show([missing]);
     assert.equal(out.code, 2, out.stdout + out.stderr);
-    assert.ok(out.stderr.includes(`no rollout ${missing} on ${testServerAddress()}`), out.stderr);
+    assert.ok(out.stderr.includes(`no rollout ${missing} on the server at ${testServerAddress()}`), out.stderr);
     assert.ok(out.stderr.includes(`rollout/${batchId}/noisy-greeting/0, rollout/${batchId}/noisy-greeting/1`), out.stderr);
     assert.ok(out.stderr.includes(`\`rollout status ${batchId}\``), out.stderr);
     const malformed = await show(['fix-median/0']);

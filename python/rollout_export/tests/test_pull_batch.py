@@ -6,6 +6,7 @@ ROLLOUT_EXPORT_EXPECTED (the TypeScript export of the ok batch), ROLLOUT_CLI, TE
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import unittest
@@ -104,10 +105,11 @@ class PullBatch(unittest.TestCase):
         corrupt(lambda s: s.update(logprobs=s["logprobs"][:-1]), r"line 2 .*logprobs has \d+ entries for \d+ input_ids")
         corrupt(lambda s: s.pop("advantage"), r"line 2: no advantage")
 
-    def test_an_unknown_batch_is_empty_and_a_missing_cli_is_named(self):
-        empty = pull_batch("no-such-batch-anywhere", trajectories=self.trajectories)
-        self.assertEqual((len(empty), empty.left_out), (0, []))
-        self.assertTrue(empty.summary.startswith("0 samples from 0 finished groups"), empty.summary)
+    def test_an_unknown_batch_and_a_missing_cli_are_named(self):
+        # Not an empty batch: the error names the batch, the batches the server has, and the fix.
+        known = re.escape(os.environ["ROLLOUT_EXPORT_OK_BATCH"])
+        with self.assertRaisesRegex(ExportError, rf"exited 2: rollout: batch no-such-batch-anywhere is not on the server at \S+ \(it has batches [^)]*{known}.*Fix: check the batch id"):
+            pull_batch("no-such-batch-anywhere", trajectories=self.trajectories)
         with self.assertRaisesRegex(ExportError, r"cannot run /nonexistent/rollout"):
             pull_batch("x", rollout=["/nonexistent/rollout"])
         with self.assertRaisesRegex(ExportError, r"exited 2: .*batch id"):
