@@ -10,8 +10,11 @@
  * which execs it, so a SIGINT or SIGTERM npm forwards reaches this process
  * (through dash it stopped at the shell). A launcher that dies (SIGKILL) leaves
  * this process to init: that counts as SIGTERM, so the run stops in order
- * instead of going on with no one holding it.
+ * instead of going on with no one holding it. A terminal's Ctrl-C reaches npm
+ * and this process both, and npm forwards its copy: a second identical signal
+ * within a second of the first is that copy, not a second Ctrl-C.
  */
+import { readFileSync } from 'node:fs';
 export interface Interrupts {
   /** Aborted on the first SIGINT or SIGTERM; its reason is the signal's name. */
   readonly signal: AbortSignal;
@@ -21,12 +24,17 @@ export interface Interrupts {
 
 export function watchInterrupts(options: { onFirst?: (signal: NodeJS.Signals) => void; onSecond?: () => void } = {}): Interrupts {
   const controller = new AbortController();
+  const echoes = npmEchoesGroupSignals();
+  let first: { signal: NodeJS.Signals; at: number } | undefined;
   const handler = (signal: NodeJS.Signals): void => {
     if (!controller.signal.aborted) {
+      first = { signal, at: Date.now() };
       controller.abort(signal);
       options.onFirst?.(signal);
       return;
     }
+    // A terminal's Ctrl-C reaches npm and this process alike, and npm forwards its copy at once: one interrupt, not two.
+    if (echoes && first?.signal === signal && Date.now() - first.at < ECHO_WINDOW_MS) return;
     process.stderr.write(`\n${signal} again: exiting now; the next start reaps what is left\n`);
     try {
       options.onSecond?.();
@@ -45,6 +53,26 @@ export function watchInterrupts(options: { onFirst?: (signal: NodeJS.Signals) =>
       if (launcherWatch) clearInterval(launcherWatch);
     },
   };
+}
+
+/** How soon after a signal npm's forwarded copy of it arrives (milliseconds in practice). */
+const ECHO_WINDOW_MS = 1_000;
+
+/** The process group of a process, from /proc (undefined when it cannot be read). */
+function processGroupOf(pid: number | 'self'): string | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[2];
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether npm launched this process and shares its process group: a signal to the group then arrives twice. */
+function npmEchoesGroupSignals(): boolean {
+  if (process.env.npm_command !== 'exec' && process.env.npm_command !== 'run-script') return false;
+  const own = processGroupOf('self');
+  return own !== undefined && own === processGroupOf(process.ppid);
 }
 
 /** When npm launched this process: calls `gone` once the launcher has died (this process was handed to another parent). */

@@ -36,14 +36,14 @@ interface Launched {
 }
 
 /** `npx rollout run --embedded ...` from the checkout, as a program starts it (not detached: its group is the test's). */
-function npxRun(name: string, baseUrl: string): { launched: Launched; data: string; sandboxRoot: string } {
+function npxRun(name: string, baseUrl: string, options: { ownGroup?: boolean } = {}): { launched: Launched; data: string; sandboxRoot: string } {
   const data = join(scratch, name, 'data');
   const sandboxRoot = join(scratch, name, 'sandboxes');
   const env: NodeJS.ProcessEnv = { ...process.env, LOG_LEVEL: 'warn', ROLLOUT_SANDBOX_ROOT: sandboxRoot };
   delete env.TEMPORAL_ADDRESS;
   // The test runner is itself under `npm test`: a program starting npx has none of npm's variables.
   for (const key of Object.keys(env)) if (key.startsWith('npm_')) delete env[key];
-  const child = spawn('npx', ['rollout', 'run', '--embedded', '--tasks', task, '--group-size', '2', '--batch-id', `launch-${name}`, '--policy', 'openai', '--base-url', baseUrl, '--model', 'm', '--data-dir', data], { cwd: root, env });
+  const child = spawn('npx', ['rollout', 'run', '--embedded', '--tasks', task, '--group-size', '2', '--batch-id', `launch-${name}`, '--policy', 'openai', '--base-url', baseUrl, '--model', 'm', '--data-dir', data], { cwd: root, env, detached: options.ownGroup ?? false });
   let output = '';
   child.stdout?.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr?.on('data', (d: Buffer) => (output += d.toString()));
@@ -82,6 +82,22 @@ describe('a signal to the launcher of rollout run', { timeout: 900_000 }, () => 
       }
     });
   }
+
+  test('Ctrl-C in a terminal (SIGINT to the whole group: npm and the run, and npm forwards its copy) is one interrupt: the run stops in order', async () => {
+    const llm = await startScriptedOpenAIServer(stuck);
+    const { launched, data, sandboxRoot } = npxRun('ctrl-c', llm.baseUrl, { ownGroup: true });
+    try {
+      await inToolCall(sandboxRoot, 2);
+      process.kill(-(launched.child.pid as number), 'SIGINT');
+      await launched.exited;
+      assert.match(launched.output(), /interrupted \(SIGINT\): cancelling 1 unfinished groups of batch launch-ctrl-c/);
+      assert.doesNotMatch(launched.output(), /SIGINT again/, 'npm’s forwarded copy is not taken for a second Ctrl-C');
+      assert.match(launched.output(), /every cancelled rollout tore its sandbox down\./);
+      await noTrace(sandboxRoot, data, 'after Ctrl-C to the group');
+    } finally {
+      await llm.close();
+    }
+  });
 
   test('SIGKILL of the npx process: the run notices its launcher is gone and stops in order', async () => {
     const llm = await startScriptedOpenAIServer(stuck);
