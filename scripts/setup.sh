@@ -3,8 +3,10 @@
 #   run   the demo, `rollout run`, `rollout worker`: Debian packages of the sandbox,
 #         Node.js >= 22, the npm dependencies, the Temporal CLI
 #   model run's steps, then the real inference server and model (npm run demo:model)
-#   test  everything `npm test` (and so .ci/run) needs: run's steps, then Chromium and
-#         PostgreSQL, the Python trainer venv, the Kubernetes control plane and a real node
+#   test  everything `npm test` (and so .ci/run) needs: model's steps, then Chromium and
+#         PostgreSQL, the Python trainer venv, the Kubernetes control plane and a real node,
+#         and the real Temporal server
+#   cluster  run's steps, then PostgreSQL and the real Temporal server (`rollout cluster up`)
 # Each step is one `scripts/ensure-*.sh`; setup prints its name and duration on stderr,
 # and the environment to use as `export` lines on stdout:
 #   eval "$(bash scripts/setup.sh test)"
@@ -12,14 +14,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PURPOSES=(run model test) # each purpose includes the steps of the ones before it
+PURPOSES=(run model test cluster)
+# The purposes each purpose includes (itself first).
+declare -A INCLUDES=([run]="run" [model]="model run" [test]="test model run" [cluster]="cluster run")
 purpose="${1:-run}"
 case " ${PURPOSES[*]} " in *" $purpose "*) ;; *)
   echo "usage: bash scripts/setup.sh [$(IFS='|'; echo "${PURPOSES[*]}")]   (default run; got \"$purpose\")" >&2; exit 2 ;;
 esac
-rank() { local i; for i in "${!PURPOSES[@]}"; do [ "${PURPOSES[$i]}" = "$1" ] && echo "$i"; done; }
+# Whether a step needed by the comma-separated purposes $1 belongs to the chosen purpose.
+wanted() { local p; for p in ${1//,/ }; do case " ${INCLUDES[$purpose]} " in *" $p "*) return 0 ;; esac; done; return 1; }
 
-# One line per step: the first purpose that needs it, its name, the variable its stdout's last
+# One line per step: the purposes that need it (comma-separated; a purpose also gets the steps of
+# the ones it includes), its name, the variable its stdout's last
 # line is exported as ("-": none; PATH: prepended; "*": each stdout line NAME=value is exported),
 # and its command. Adding a step is adding a line, e.g.
 #   "test model         *                      bash scripts/ensure-model.sh"
@@ -32,6 +38,8 @@ STEPS=(
   "model model-venv   -                      bash scripts/ensure-debian.sh python3-venv"
   "model model        *                      bash scripts/ensure-model.sh"
   "test debian-test  -                      bash scripts/ensure-debian.sh chromium postgresql"
+  "cluster cluster-debian -                 bash scripts/ensure-debian.sh postgresql"
+  "test,cluster temporal-server TEMPORAL_SERVER_DIR bash scripts/ensure-temporal-server.sh"
   "test python-venv  ROLLOUT_TRAINER_PYTHON bash scripts/ensure-trainer-venv.sh"
   "test image-tools  *                      bash scripts/ensure-image-tools.sh"
   "test kube         KUBE_BIN_DIR           bash scripts/ensure-kube.sh"
@@ -45,13 +53,15 @@ STEPS=(
 # image-tools is podman, runc, mmdebstrap and uv (from PyPI) with containers settings of our own, to build
 # Dockerfile task environments here (activities/environment/);
 # kube is a 20-30 minute cold build on 2 cores (kube-apiserver, etcd, kwok), cached afterwards;
+# temporal-server is the real Temporal server and its SQL tool (go install, 3-8 minutes cold), for the
+# cluster on PostgreSQL (cluster/, rollout cluster up, test/cluster/);
 # kube-node is kubelet (about 2 minutes on kube's warm Go caches), a pause binary, and Debian's
 # containerd, runc, CNI plugins and docker-registry: a real test node (test/helpers/kubeNode.ts).
 
 selected=()
 for line in "${STEPS[@]}"; do
   read -r need _ <<<"$line"
-  [ "$(rank "$need")" -le "$(rank "$purpose")" ] && selected+=("$line")
+  if wanted "$need"; then selected+=("$line"); fi
 done
 
 now() { date +%s.%N; }

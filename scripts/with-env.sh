@@ -6,11 +6,11 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 purpose=run
 if [ "${1:-}" = "--for" ]; then
-  purpose="${2:?--for needs a purpose: run, model or test}"
+  purpose="${2:?--for needs a purpose: run, model, test or cluster}"
   shift 2
 fi
 if [ "$#" -eq 0 ]; then
-  echo "usage: bash scripts/with-env.sh [--for run|model|test] <command> [args...]   e.g. bash scripts/with-env.sh --for test npm test" >&2
+  echo "usage: bash scripts/with-env.sh [--for run|model|test|cluster] <command> [args...]   e.g. bash scripts/with-env.sh --for test npm test" >&2
   exit 2
 fi
 env_lines="$(bash scripts/setup.sh "$purpose")"
