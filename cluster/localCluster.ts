@@ -7,7 +7,7 @@
  * frontend. Everything lives under one directory: configs, logs, the database, and `cluster.json`
  * (what `rollout cluster status` and `down` read).
  */
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { freePort } from '../workers/temporalDevServer.js';
@@ -42,6 +42,13 @@ export interface ClusterState {
 }
 
 export const CLUSTER_STATE_FILE = 'cluster.json';
+
+export class ClusterStartError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'ClusterStartError';
+  }
+}
 
 /**
  * Each process has an address of its own, so every service keeps Temporal's standard ports. They
@@ -87,6 +94,15 @@ export class LocalTemporalCluster {
     const binaries = options.binaries ?? resolveTemporalServer();
     const prefix = options.loopbackPrefix ?? '127.77.0';
     for (const sub of ['config', 'logs']) mkdirSync(join(options.dir, sub), { recursive: true });
+    // The shard count is fixed when the database is created; a later start must use the same.
+    const shardsFile = join(options.dir, 'history-shards');
+    const shards = options.historyShards ?? 8;
+    if (existsSync(shardsFile)) {
+      const fixed = Number(readFileSync(shardsFile, 'utf8').trim());
+      if (fixed !== shards) throw new ClusterStartError(`the cluster in ${options.dir} was created with ${fixed} history shards, which never changes; start it with ${fixed} (--shards ${fixed}), or use a new directory for ${shards}`);
+    } else {
+      writeFileSync(shardsFile, `${shards}\n`);
+    }
     const dbHost = `${prefix}.10`;
     const database: DatabaseEndpoint = { host: dbHost, port: await freePort(dbHost), user: 'postgres' };
     const postgres = new PostgresServer({ dir: join(options.dir, 'postgres'), host: database.host, port: database.port });
@@ -102,6 +118,10 @@ export class LocalTemporalCluster {
       await cluster.stop();
       throw err;
     }
+  }
+
+  get serverVersion(): string {
+    return this.binaries.version;
   }
 
   get frontendAddress(): string {
@@ -138,7 +158,7 @@ export class LocalTemporalCluster {
       };
       for (const port of [address.grpcPort, address.membershipPort, address.metricsPort, address.httpPort]) {
         if (port !== undefined && !(await portFree(ip, port))) {
-          throw new Error(`${ip}:${port} (${entry.name}) is in use: another local Temporal cluster on ${prefix}.*? Stop it (rollout cluster down) or pick other addresses (--loopback-prefix).`);
+          throw new ClusterStartError(`${ip}:${port} (${entry.name}) is in use: another local Temporal cluster on ${prefix}.*? Stop it (rollout cluster down) or pick other addresses (--loopback-prefix).`);
         }
       }
       addresses.push(address);

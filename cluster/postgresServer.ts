@@ -87,10 +87,16 @@ export class PostgresServer {
     const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', LANG: 'C.UTF-8' };
     if (!existsSync(join(this.dataDir, 'PG_VERSION'))) {
       const init = spawnSync(join(this.bin, 'initdb'), ['-D', this.dataDir, '-A', 'trust', '-U', 'postgres', '-E', 'UTF8', '--locale=C', '--no-sync'], { encoding: 'utf8', cwd: this.options.dir, env, ...this.user });
-      if (init.status !== 0) throw new PostgresStartError(`initdb of ${this.dataDir} failed: ${init.stderr.trim()}`);
+      if (init.status !== 0) {
+        const hint = /Permission denied/.test(init.stderr) ? ' (PostgreSQL runs as the postgres user, which must be able to enter every directory above it: chmod o+x them, or choose a directory elsewhere)' : '';
+        throw new PostgresStartError(`initdb of ${this.dataDir} failed${hint}: ${init.stderr.trim()}`);
+      }
     }
     const args = ['-D', this.dataDir, '-p', String(this.options.port), '-k', this.options.dir, '-c', `listen_addresses=${this.options.host}`, '-c', 'fsync=off', '-c', `max_connections=${this.options.maxConnections ?? 300}`];
-    const child = spawn(join(this.bin, 'postgres'), args, { stdio: ['ignore', 'ignore', 'pipe'], cwd: this.options.dir, env, ...this.user });
+    // setpriv (util-linux) drops to the postgres user and execs the postmaster with a parent-death
+    // signal: if whatever started it dies, it goes too (its backends follow the postmaster).
+    const asUser = 'uid' in this.user ? ['--reuid', String(this.user.uid), '--regid', String(this.user.gid), '--clear-groups'] : [];
+    const child = spawn('setpriv', ['--pdeathsig', 'KILL', ...asUser, '--', join(this.bin, 'postgres'), ...args], { stdio: ['ignore', 'ignore', 'pipe'], cwd: this.options.dir, env });
     let log = '';
     child.stderr?.setEncoding('utf8').on('data', (d: string) => (log = (log + d).slice(-8_000)));
     this.child = child;

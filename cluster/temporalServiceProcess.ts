@@ -64,7 +64,9 @@ export class TemporalServiceProcess {
     if (this.running) return;
     const log = openSync(this.logFile, 'a');
     try {
-      this.child = spawn(this.serverBinary, ['--config-file', this.configFile, '--allow-no-auth', 'start', '--service', this.address.service], {
+      // setpriv (util-linux) execs the server with a parent-death signal: if whatever started the
+      // cluster dies (a killed test runner, a SIGKILLed `rollout cluster up`), the server goes too.
+      this.child = spawn('setpriv', ['--pdeathsig', 'KILL', '--', this.serverBinary, '--config-file', this.configFile, '--allow-no-auth', 'start', '--service', this.address.service], {
         stdio: ['ignore', log, log],
         env: { PATH: process.env.PATH ?? '/usr/bin:/bin', HOME: process.env.HOME ?? '/root' },
       });

@@ -54,9 +54,30 @@ function options(s: TemporalSettings): ConnectionOptions & NativeConnectionOptio
   return { address: s.address, ...(s.tls ? { tls: s.tls } : {}), ...(s.apiKey ? { apiKey: s.apiKey } : {}) };
 }
 
+const GRPC_NOT_FOUND = 5;
+
+/**
+ * Fails with what to do when the server answers that the namespace does not exist (a new cluster
+ * nobody set up, a typo in TEMPORAL_NAMESPACE). Any other answer, an outage included, is left to
+ * the caller's own handling.
+ */
+async function checkNamespace(connection: Connection, settings: TemporalSettings): Promise<void> {
+  try {
+    await connection.workflowService.describeNamespace({ namespace: settings.namespace });
+  } catch (err) {
+    const code = typeof err === 'object' && err !== null && 'code' in err ? err.code : undefined;
+    if (code !== GRPC_NOT_FOUND) return;
+    await connection.close();
+    throw new TemporalSettingError(
+      `namespace ${JSON.stringify(settings.namespace)} does not exist on the Temporal server at ${settings.address}: create it (temporal operator namespace create --namespace ${settings.namespace} --address ${settings.address}, then register the search attributes, deploy/README.md), or set TEMPORAL_NAMESPACE to one that exists`,
+    );
+  }
+}
+
 /** A client for the CLI and the janitor schedule; close() releases its connection. */
 export async function openTemporalClient(settings: TemporalSettings, connect: { timeoutMs?: number } = {}): Promise<{ client: Client; connection: Connection; close: () => Promise<void> }> {
   const connection = await Connection.connect({ ...options(settings), ...(connect.timeoutMs ? { connectTimeout: connect.timeoutMs } : {}) });
+  await checkNamespace(connection, settings);
   return { client: new Client({ connection, namespace: settings.namespace }), connection, close: () => connection.close() };
 }
 

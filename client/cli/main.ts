@@ -7,6 +7,13 @@ import { StoreSettingError } from '../../activities/store/openTrajectoryStore.js
 import { TemporalBinaryError } from '../../workers/temporalBinary.js';
 import { TemporalSettingError } from '../../workers/temporalConnection.js';
 import { serverCommand, serverUsage } from './serverCommand.js';
+import { clusterCommand, clusterUsage } from './clusterCommand.js';
+import { ClusterStartError } from '../../cluster/localCluster.js';
+import { NamespaceSetupError } from '../../cluster/namespaceSetup.js';
+import { PostgresStartError } from '../../cluster/postgresServer.js';
+import { TemporalServerBinaryError } from '../../cluster/temporalServerBinary.js';
+import { TemporalSchemaError } from '../../cluster/temporalSchema.js';
+import { TemporalServiceStartError } from '../../cluster/temporalServiceProcess.js';
 import { cancelCommand, cancelUsage } from './cancelCommand.js';
 import { exportCommand, exportUsage } from './exportCommand.js';
 import { envCommand, envUsage } from './envCommand.js';
@@ -43,6 +50,7 @@ const commands: Record<string, { run: (argv: string[]) => Promise<number>; usage
   rerun: { run: rerunCommand, usage: rerunUsage },
   'replay-history': { run: replayHistoryCommand, usage: replayHistoryUsage },
   server: { run: serverCommand, usage: serverUsage },
+  cluster: { run: clusterCommand, usage: clusterUsage },
 };
 
 const usage = `usage: rollout <command> [options]\n\ncommands:\n${Object.values(commands)
@@ -72,7 +80,10 @@ try {
   if (err instanceof HelpRequested) {
     process.stdout.write(`usage: ${err.usage}\n`);
     process.exitCode = 0;
-  } else if (err instanceof UsageError || err instanceof TemporalBinaryError || err instanceof StoreSettingError || err instanceof ProviderSettingError || err instanceof TemporalSettingError || err instanceof ServerUnreachableError || err instanceof BatchNotFoundError || err instanceof NoServerError) {
+  } else if (
+    err instanceof UsageError || err instanceof TemporalBinaryError || err instanceof StoreSettingError || err instanceof ProviderSettingError || err instanceof TemporalSettingError || err instanceof ServerUnreachableError || err instanceof BatchNotFoundError || err instanceof NoServerError ||
+    err instanceof ClusterStartError || err instanceof TemporalServerBinaryError || err instanceof PostgresStartError || err instanceof TemporalSchemaError || err instanceof TemporalServiceStartError || err instanceof NamespaceSetupError
+  ) {
     process.stderr.write(`rollout: ${err.message}\n`);
     process.exitCode = 2;
   } else {

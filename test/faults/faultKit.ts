@@ -52,6 +52,15 @@ export function leaksUnder(sandboxRoot: string, sandboxIds: Iterable<string>): L
   return { sandboxes, processes: processesMentioning(sandboxRoot), mounts: mountsMentioning(sandboxRoot), cgroups: [...new Set(cgroups)] };
 }
 
+export interface FaultHostOptions {
+  /** Task queue prefix shared with other hosts (a pool of workers); a unique one by default. */
+  queuePrefix?: string;
+  /** The Temporal frontend its workers use (the test server by default). */
+  address?: string;
+  /** --store of its workers (fs in its own data dir by default). */
+  store?: string;
+}
+
 /** One simulated host: a queue prefix, a host id, a data dir and a sandbox root, and its worker processes over time. */
 export class FaultHost {
   readonly prefix: string;
@@ -60,9 +69,13 @@ export class FaultHost {
   readonly sandboxRoot: string;
   readonly workers: WorkerProcess[] = [];
 
-  constructor(scratch: string, name: string) {
-    this.prefix = uniqueTaskQueue(`fault-${name}`);
-    this.hostId = `${this.prefix}-host`;
+  constructor(
+    scratch: string,
+    readonly name: string,
+    private readonly options: FaultHostOptions = {},
+  ) {
+    this.prefix = options.queuePrefix ?? uniqueTaskQueue(`fault-${name}`);
+    this.hostId = options.queuePrefix ? `${options.queuePrefix}-${name}` : `${this.prefix}-host`;
     this.dataDir = join(scratch, name, 'data');
     this.sandboxRoot = join(scratch, name, 'sandboxes');
   }
@@ -76,7 +89,15 @@ export class FaultHost {
   }
 
   async startWorker(options: { address?: string; metricsPort?: number } = {}): Promise<WorkerProcess> {
-    const worker = startWorkerProcess({ queuePrefix: this.prefix, hostId: this.hostId, dataDir: this.dataDir, sandboxRoot: this.sandboxRoot, ...options });
+    const worker = startWorkerProcess({
+      queuePrefix: this.prefix,
+      hostId: this.hostId,
+      dataDir: this.dataDir,
+      sandboxRoot: this.sandboxRoot,
+      ...(this.options.address !== undefined ? { address: this.options.address } : {}),
+      ...(this.options.store !== undefined ? { store: this.options.store } : {}),
+      ...options,
+    });
     this.workers.push(worker);
     await worker.ready;
     return worker;

@@ -1,0 +1,251 @@
+/**
+ * The chaos suite on the production topology (cluster/): the real Temporal server on PostgreSQL,
+ * every service its own process (two history processes, 8 shards), and three worker hosts (each
+ * a `rollout worker` process with its own host id, state root and sandboxes, sharing the task
+ * queues), running batches of three groups with a scripted policy of model-like latency. Each
+ * fault in turn, and for each what a trainer checks: every rollout of the batch comes back once,
+ * scored; an attempt the fault ended is infra with evidence and retried (on another host when
+ * its host died); nothing is laid on the model; nothing is left on any host.
+ * Prints a summary table and writes it to test-output/cluster-chaos-summary.md.
+ */
+import assert from 'node:assert/strict';
+import { chmodSync, cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Client, Connection } from '@temporalio/client';
+import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
+import { LocalTemporalCluster } from '../../cluster/localCluster.js';
+import { resolveTemporalServer, TemporalServerBinaryError } from '../../cluster/temporalServerBinary.js';
+import { submitBatch } from '../../client/submitBatch.js';
+import { ATTRIBUTED_MODEL_TYPES } from '../../shared/failures.js';
+import { rolloutWorkflowId } from '../../shared/names.js';
+import type { GroupResult, RolloutResult } from '../../shared/pipeline.js';
+import { localHandle } from '../../shared/sandbox.js';
+import { rolloutProgressQuery } from '../../workflows/definitions.js';
+import { eventually } from '../helpers/eventually.js';
+import { startScriptedOpenAIServer, type Script, type ScriptedOpenAIServer } from '../helpers/scriptedOpenAIServer.js';
+import { countLeaks, FaultHost, summaryTable, type FaultRow } from '../faults/faultKit.js';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const WRITE_GREETING = "printf 'Hello, rollout!\\nRewards are earned.\\n' > /app/greeting.txt";
+const GROUP_SIZE = 3;
+const TASK_IDS = ['greeting-a', 'greeting-b', 'greeting-c'];
+
+const binaries = (() => {
+  try {
+    return resolveTemporalServer();
+  } catch (err) {
+    if (err instanceof TemporalServerBinaryError) return err;
+    throw err;
+  }
+})();
+const skip = binaries instanceof Error ? `no real Temporal server here (${binaries.message})` : false;
+
+const scratch = mkdtempSync(join(tmpdir(), 'cluster-chaos-'));
+chmodSync(scratch, 0o755); // PostgreSQL runs as the postgres user and must reach its directory
+const rows: FaultRow[] = [];
+let cluster: LocalTemporalCluster;
+let connection: Connection;
+let client: Client;
+let llm: ScriptedOpenAIServer;
+let hosts: FaultHost[] = [];
+let tasks: string[] = [];
+
+/** Turn 0 runs a command that takes 4 s and writes the right answer; turn 1 submits. */
+const slowGreeting: Script = (_req, turn) =>
+  turn === 0 ? { content: 'Working.', toolCalls: [{ name: 'bash', arguments: { command: `sleep 4; ${WRITE_GREETING}` } }] } : { content: 'Done.', toolCalls: [{ name: 'submit', arguments: {} }] };
+
+function allRollouts(groups: GroupResult[]): RolloutResult[] {
+  return groups.flatMap((g) => g.rollouts);
+}
+
+/** Which host provisioned each attempt's sandbox: `${workflowId}#${attempt, from 0}` → host name. */
+function provisionedOn(): Map<string, string> {
+  const where = new Map<string, string>();
+  for (const host of hosts) {
+    for (const line of host.workers.flatMap((w) => w.lines)) {
+      if (line.msg === 'sandbox provisioned') where.set(`${String(line.workflowId)}#${String(line.attempt)}`, host.name);
+    }
+  }
+  return where;
+}
+
+async function allInToolCall(batchId: string): Promise<void> {
+  for (const taskId of TASK_IDS) {
+    for (let i = 0; i < GROUP_SIZE; i++) {
+      const handle = client.workflow.getHandle(rolloutWorkflowId(batchId, taskId, i));
+      await eventually(() => handle.query(rolloutProgressQuery).catch(() => undefined), (p) => p?.stage === 'agent' && p.lastAction.includes('sleep'), `${taskId}/${i} in its tool call`, 180_000);
+    }
+  }
+}
+
+interface BatchOutcome {
+  groups: GroupResult[];
+  rollouts: RolloutResult[];
+  infraAttempts: number;
+}
+
+/** Submits a batch of three groups, runs `fault` while it runs, and checks what holds for every fault. */
+async function batchThrough(name: string, fault: (batchId: string) => Promise<number>): Promise<BatchOutcome> {
+  const batchId = `chaos-${name.replace(/[^A-Za-z0-9]+/g, '-')}-${Date.now()}`;
+  const host = hosts[0] as FaultHost;
+  const batch = await submitBatch(client, {
+    batchId,
+    taskQueues: host.taskQueues,
+    tasks,
+    groupSize: GROUP_SIZE,
+    minValid: 1,
+    policy: { kind: 'openai', baseUrl: llm.baseUrl, model: 'chaos-model', sampling: { seed: 1 } },
+  });
+  const collected = (async () => {
+    const out: GroupResult[] = [];
+    for await (const g of batch.results()) out.push(g);
+    return out;
+  })();
+  const injected = await fault(batchId);
+  const groups = await collected;
+  const rollouts = allRollouts(groups);
+  // Every rollout of the batch came back exactly once, scored.
+  assert.deepEqual(groups.map((g) => g.taskId).sort(), [...TASK_IDS].sort(), 'each group once');
+  for (const g of groups) {
+    assert.equal(g.status, 'complete', `${g.taskId}: ${g.statusReason}`);
+    assert.deepEqual(g.rollouts.map((r) => r.index).sort(), [0, 1, 2], `${g.taskId}: each rollout once`);
+  }
+  for (const r of rollouts) assert.deepEqual([r.workflowId, r.reward, r.outcomeClass], [r.workflowId, 1, 'ok'], `${r.workflowId}: ${JSON.stringify(r.attemptHistory)}`);
+  // Nothing the fault did is laid on the model; every infra attempt says why.
+  let infraAttempts = 0;
+  for (const r of rollouts) {
+    for (const a of r.attemptHistory) {
+      assert.ok(!(a.outcomeClass === 'model' && (ATTRIBUTED_MODEL_TYPES as readonly string[]).includes(a.outcomeType)), `${r.workflowId} attempt ${a.attempt} laid on the model: ${a.outcomeType} ${a.message}`);
+      if (a.outcomeClass === 'infra') {
+        infraAttempts++;
+        assert.ok(a.message.length > 0 || (a.evidence?.length ?? 0) > 0, `${r.workflowId} attempt ${a.attempt}: infra with no evidence`);
+      }
+    }
+  }
+  // Nothing is left on any host once its worker reaped (a host that was down comes back first).
+  for (const h of hosts) if (!h.workers.some((w) => w.child.exitCode === null && w.child.signalCode === null)) await h.startWorker();
+  let leaks = 0;
+  for (const h of hosts) leaks += await eventually(async () => h.leaks(), (l) => countLeaks(l) === 0, `nothing left under ${h.sandboxRoot}`, 60_000).then(countLeaks);
+  rows.push({
+    fault: name,
+    faultsInjected: injected,
+    rolloutsAffected: rollouts.filter((r) => r.attempts > 1).length,
+    completed: rollouts.filter((r) => r.reward !== null).length,
+    classifiedInfra: rollouts.filter((r) => r.attemptHistory.some((a) => a.outcomeClass === 'infra')).length,
+    scoredModel: rollouts.filter((r) => r.outcomeClass === 'model').length,
+    misattributed: 0,
+    leaks,
+  });
+  return { groups, rollouts, infraAttempts };
+}
+
+/** SIGKILLs a Temporal service process mid-batch and starts it again after `downMs`. */
+async function killService(batchId: string, name: string, downMs: number): Promise<number> {
+  await allInToolCall(batchId);
+  await cluster.service(name).kill();
+  await sleep(downMs);
+  await cluster.service(name).start();
+  return 1;
+}
+
+describe('cluster chaos: the real Temporal server on PostgreSQL, three worker hosts', { skip, timeout: 3_600_000 }, () => {
+  before(async () => {
+    cluster = await LocalTemporalCluster.start({ dir: join(scratch, 'cluster'), historyShards: 8, historyProcesses: 2, loopbackPrefix: '127.78.0' });
+    connection = await Connection.connect({ address: cluster.frontendAddress });
+    client = new Client({ connection, namespace: cluster.namespace });
+    llm = await startScriptedOpenAIServer(slowGreeting, { delayMs: 300 });
+    for (const id of TASK_IDS) {
+      const dir = join(scratch, 'tasks', id);
+      cpSync(join(root, 'examples/tasks/write-greeting'), dir, { recursive: true });
+      tasks.push(dir);
+    }
+    const shared = { queuePrefix: `chaos-${process.pid}`, address: cluster.frontendAddress, store: `fs:${join(scratch, 'trajectories')}` };
+    hosts = ['host-a', 'host-b', 'host-c'].map((name) => new FaultHost(scratch, name, shared));
+    await Promise.all(hosts.map((h) => h.startWorker()));
+  });
+
+  after(async () => {
+    const table = summaryTable(rows);
+    process.stdout.write(`\ncluster chaos summary\n${table}\n`);
+    mkdirSync(join(root, 'test-output'), { recursive: true });
+    writeFileSync(join(root, 'test-output/cluster-chaos-summary.md'), `# Cluster chaos summary (${new Date().toISOString()})\n\n${table}\n`);
+    for (const h of hosts) await h.stop(client).catch(() => undefined);
+    await llm?.close();
+    await connection?.close();
+    await cluster?.destroy();
+    rmSync(scratch, { recursive: true, force: true });
+    tasks = [];
+  });
+
+  test('no fault: the batch spreads over the hosts and every rollout is scored once', async () => {
+    const { rollouts, infraAttempts } = await batchThrough('none', async () => 0);
+    assert.equal(infraAttempts, 0);
+    const where = provisionedOn();
+    const used = new Set(rollouts.map((r) => where.get(`${r.workflowId}#0`)));
+    assert.ok(used.size >= 2, `rollouts ran on ${[...used].join(', ')}: the three hosts share the queues`);
+  });
+
+  test('a whole worker host killed mid-batch (its worker and every sandbox process): its attempts are infra and retried on the other hosts', async () => {
+    let victim: FaultHost | undefined;
+    const { rollouts } = await batchThrough('worker host killed', async (batchId) => {
+      await allInToolCall(batchId);
+      const where = provisionedOn();
+      const counts = hosts.map((h) => [...where.values()].filter((n) => n === h.name).length);
+      const busiest = hosts[counts.indexOf(Math.max(...counts))] as FaultHost;
+      victim = busiest;
+      for (const w of busiest.workers) w.kill('SIGKILL');
+      await Promise.all(busiest.workers.map((w) => w.exited));
+      for (const record of await new LocalSandboxProvider({ stateRoot: busiest.sandboxRoot }).list()) if (record.handle) process.kill(localHandle(record.handle).pid, 'SIGKILL');
+      return 1;
+    });
+    const where = provisionedOn();
+    const hit = rollouts.filter((r) => where.get(`${r.workflowId}#0`) === victim?.name);
+    assert.ok(hit.length > 0, 'the killed host held rollouts');
+    for (const r of hit) {
+      assert.equal(r.attemptHistory[0]?.outcomeClass, 'infra', `${r.workflowId}: ${JSON.stringify(r.attemptHistory[0])}`);
+      const last = where.get(`${r.workflowId}#${r.attempts - 1}`);
+      assert.ok(last !== undefined && last !== victim?.name, `${r.workflowId}: its last attempt ran on ${last}, not on the dead ${victim?.name}`);
+    }
+  });
+
+  test('a history process SIGKILLed mid-batch and kept down: the other one takes over its shards and the batch completes', async () => {
+    await batchThrough('Temporal history-1 killed, kept down', async (batchId) => {
+      await allInToolCall(batchId);
+      await cluster.service('history-1').kill();
+      return 1;
+    });
+    // Twelve workflows over 8 shards split between two processes: the batch finished only because
+    // history-2 took history-1's shards over. It comes back for the cases after this one.
+    await cluster.service('history-1').start();
+  });
+
+  for (const name of ['history-2', 'matching', 'frontend', 'worker']) {
+    test(`the Temporal ${name} process SIGKILLed mid-batch and restarted: the batch completes`, async () => {
+      await batchThrough(`Temporal ${name} killed`, (batchId) => killService(batchId, name, 3_000));
+    });
+  }
+
+  test('PostgreSQL stopped for 20 s mid-batch and started again: the batch completes', async () => {
+    await batchThrough('PostgreSQL stopped 20 s', async (batchId) => {
+      await allInToolCall(batchId);
+      await cluster.postgres.stop();
+      await sleep(20_000);
+      await cluster.postgres.start();
+      return 1;
+    });
+  });
+
+  test('PostgreSQL SIGKILLed mid-batch and restarted (crash recovery): the batch completes', async () => {
+    await batchThrough('PostgreSQL killed', async (batchId) => {
+      await allInToolCall(batchId);
+      await cluster.postgres.kill();
+      await sleep(2_000);
+      await cluster.postgres.start();
+      return 1;
+    });
+  });
+});
