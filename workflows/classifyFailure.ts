@@ -42,3 +42,12 @@ export function classifyFailure(err: unknown): Classified {
   }
   return { failureClass: 'infra', type: 'exec_transport', message: err instanceof Error ? err.message : String(err) };
 }
+
+/**
+ * A host-pinned activity nobody picked up within its schedule-to-start timeout: the sandbox's
+ * host has no worker polling (it died and did not come back in time). Anything else sent to
+ * that host would wait out the same timeout.
+ */
+export function hostUnreachable(err: unknown): boolean {
+  return err instanceof ActivityFailure && err.cause instanceof TimeoutFailure && err.cause.timeoutType === TimeoutType.SCHEDULE_TO_START;
+}

@@ -18,7 +18,7 @@ import { NEVER_RETRIED } from '../shared/failures.js';
 import { METRIC } from '../shared/metricNames.js';
 import { trajectoryRefOf } from '../shared/names.js';
 import { ROLLOUT_ATTEMPTS, ROLLOUT_OUTCOME, ROLLOUT_OUTCOME_CLASS, ROLLOUT_REWARD } from '../shared/searchAttributes.js';
-import { classifyFailure, type Classified } from './classifyFailure.js';
+import { classifyFailure, hostUnreachable, type Classified } from './classifyFailure.js';
 import type { TokenIntegrity } from '../shared/tokens.js';
 import { toolCallsSummary } from './toolCallsSummary.js';
 import { cancelRolloutUpdate, policyVersionSignal, rolloutProgressQuery, type RolloutProgress } from './definitions.js';
@@ -169,6 +169,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
     if (attempt === 0) timings.queueMs = Math.max(0, Date.now() - startedAt - p.provisionMs);
     experiment = p.experiment;
     const host = hostActivities(p, group.limits.commandTimeoutSec);
+    let hostGone = false;
 
     try {
       // ---- agent loop: the policy proposes tool calls, the sandbox runs them ----
@@ -275,10 +276,13 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
         message: modelFailure?.message ?? '',
         turns: turn,
       };
+    } catch (err) {
+      hostGone = hostUnreachable(err);
+      throw err;
     } finally {
       // ---- teardown: always, even when the rollout is cancelled ----
       progress.stage = 'tearing-down';
-      await CancellationScope.nonCancellable(async () => {
+      const teardown = CancellationScope.nonCancellable(async () => {
         try {
           timings.teardownMs += (await host.teardown(`teardown sandbox ${p.handle.id}`, { handle: p.handle, trajectoryRef, attempt })).teardownMs;
         } catch (err) {
@@ -286,6 +290,14 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
           log.warn('teardown failed; the reaper will remove the sandbox', { sandbox: p.handle.id, error: String(err) });
         }
       });
+      // A host nobody polls would leave the teardown waiting out the same schedule-to-start minute before
+      // the next attempt could start. It is still scheduled (a host back in time runs it; else its reaper
+      // does the work when it returns), but the next attempt on another host does not wait for it.
+      if (hostGone && patched('next-attempt-does-not-wait-for-an-unreachable-host')) {
+        log.warn('the sandbox host is unreachable; the next attempt starts without waiting for its teardown', { sandbox: p.handle.id, hostQueue: p.hostQueue });
+      } else {
+        await teardown;
+      }
     }
   }
 

@@ -16,6 +16,10 @@ import { freePort } from '../../workers/temporalDevServer.js';
 import { runRolloutCli } from '../helpers/rolloutCli.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'cluster-bad-input-'));
+// Random 127.79.x.* addresses, so two test runs on one machine do not take each other's.
+const octet = 1 + Math.floor(Math.random() * 250);
+const prefix = `127.79.${octet}`;
+const otherPrefix = `127.79.${(octet % 250) + 1}`;
 chmodSync(scratch, 0o755);
 
 const binaries = (() => {
@@ -66,7 +70,7 @@ describe('a cluster that is misconfigured', { skip }, () => {
 
   before(async () => {
     // Its namespace is not `default`, which is what workers and clients use unless TEMPORAL_NAMESPACE says otherwise.
-    cluster = await LocalTemporalCluster.start({ dir, namespace: 'research', loopbackPrefix: '127.79.1' });
+    cluster = await LocalTemporalCluster.start({ dir, namespace: 'research', loopbackPrefix: prefix });
   });
 
   after(async () => {
@@ -87,7 +91,7 @@ describe('a cluster that is misconfigured', { skip }, () => {
     const r = await runRolloutCli(['worker', '--address', cluster.frontendAddress, '--data-dir', join(scratch, 'w')], scratch, { TEMPORAL_NAMESPACE: 'nope' });
     assert.equal(r.code, 2, r.stderr);
     const line = oneLine(r.stderr);
-    assert.match(line, /namespace "nope" does not exist on the Temporal server at 127\.79\.1\.11:7233/);
+    assert.match(line, new RegExp(`namespace "nope" does not exist on the Temporal server at ${cluster.frontendAddress.replaceAll('.', '\\.')}`));
     assert.match(line, /temporal operator namespace create/);
   });
 
@@ -97,7 +101,7 @@ describe('a cluster that is misconfigured', { skip }, () => {
     assert.equal(again.code, 2);
     assert.match(oneLine(again.stderr), new RegExp(`a cluster already runs from ${dir} \\(pid ${process.pid}.*rollout cluster down --dir ${dir}`));
     rmSync(join(dir, 'cluster.json'));
-    const shards = await runRolloutCli(['cluster', 'up', '--dir', dir, '--shards', '16', '--loopback-prefix', '127.79.2'], scratch);
+    const shards = await runRolloutCli(['cluster', 'up', '--dir', dir, '--shards', '16', '--loopback-prefix', otherPrefix], scratch);
     assert.equal(shards.code, 2);
     assert.match(oneLine(shards.stderr), /created with 8 history shards, which never changes; start it with 8 \(--shards 8\)/);
   });

@@ -154,7 +154,8 @@ async function killService(batchId: string, name: string, downMs: number): Promi
 
 describe('cluster chaos: the real Temporal server on PostgreSQL, three worker hosts', { skip, timeout: 3_600_000 }, () => {
   before(async () => {
-    cluster = await LocalTemporalCluster.start({ dir: join(scratch, 'cluster'), historyShards: 8, historyProcesses: 2, loopbackPrefix: '127.78.0' });
+    // A random 127.78.x.* so two test runs on one machine do not take each other's addresses.
+    cluster = await LocalTemporalCluster.start({ dir: join(scratch, 'cluster'), historyShards: 8, historyProcesses: 2, loopbackPrefix: `127.78.${1 + Math.floor(Math.random() * 250)}` });
     connection = await Connection.connect({ address: cluster.frontendAddress });
     client = new Client({ connection, namespace: cluster.namespace });
     llm = await startScriptedOpenAIServer(slowGreeting, { delayMs: 300 });
