@@ -187,6 +187,47 @@ export function createActivities(deps: ActivityDeps) {
     deps.policyClient ??
     ((config: ResolvedPolicyConfig): PolicyClient => (config.kind === 'scripted' ? new ScriptedPolicy(config.script) : config.tokens.mode === 'pipeline' ? new TokenLevelPolicy(config) : new OpenAIPolicy(config)));
 
+  /** One policy turn: the conversation so far to the model, its answer recorded in the store. */
+  const policyStepWork = async (input: PolicyStepInput, signal: AbortSignal | undefined): Promise<PolicyStepOutput> => {
+    const task = loadSubmittedTask(tasks, input.task);
+    const messages = await loadConversation(deps.store, input.trajectoryRef, input.attempt, input.turn);
+    const model = input.policy.kind === 'scripted' ? `scripted:${input.policy.script}` : input.policy.model;
+    const log = activityLog(deps.logger, input);
+    const previous = input.turn > 0 ? await deps.store.get<PolicyTurnRecord>(input.trajectoryRef, policyName(input.attempt, input.turn - 1)) : undefined;
+    const previousTokens = previous ? turnTokensOf(previous) : undefined;
+    const started = performance.now();
+    let response;
+    try {
+      response = await policyClient(input.policy).next({
+        messages,
+        tools: TOOL_SCHEMAS,
+        task,
+        rolloutIndex: input.rolloutIndex,
+        attempt: input.attempt,
+        turn: input.turn,
+        previousTokens: previousTokens && 'promptIds' in previousTokens ? previousTokens : null,
+      });
+    } catch (err) {
+      const failure = failureLabel(err);
+      metrics.policyError(model, failure);
+      log.warn({ model, failure, error: err instanceof Error ? err.message : String(err) }, 'policy call failed');
+      throw err;
+    }
+    const latencyMs = performance.now() - started;
+    metrics.policyCall(model, latencyMs);
+    const integrity = turnIntegrity(response.turnTokens ?? (input.policy.kind === 'scripted' ? { reason: 'a scripted policy generates no tokens' } : undefined), previousTokens, input.turn === 0, response.promptProblem);
+    const record: PolicyTurnRecord = { turn: input.turn, latencyMs, ...response, policyVersion: input.policyVersion ?? 0, prefixCheck: integrity.prefixCheck };
+    if (integrity.status.status === 'broken') log.warn({ position: integrity.status.position, reason: integrity.status.reason }, 'token prefix break: this turn will not train');
+    // Taken over (its heartbeat timed out, another worker is asking this turn again; or the rollout was
+    // cancelled): this worker's answer is not the turn's, so it must not land in the trajectory.
+    signal?.throwIfAborted();
+    await deps.store.put(input.trajectoryRef, policyName(input.attempt, input.turn), record);
+    const calls = (response.assistant.tool_calls ?? []).map((c) => ({ name: c.function.name, summary: summarizeToolCall(c), malformed: !parseToolCall(c).ok }));
+    log.debug({ model, latencyMs: Math.round(latencyMs), calls: calls.map((c) => c.summary) }, 'policy step');
+    return { calls, submitted: calls.length === 0 || calls.some((c) => c.name === 'submit' && !c.malformed), latencyMs, tokens: integrity.status };
+  
+  };
+
   const runOneTool = async (input: ToolStepInput): Promise<ToolStepOutput> => {
     const name = toolName(input.attempt, input.turn, input.callIndex);
     // A retry after the result was already recorded must not run the command twice.
@@ -294,41 +335,9 @@ export function createActivities(deps: ActivityDeps) {
       };
     },
 
-    policyStep: async (input: PolicyStepInput): Promise<PolicyStepOutput> => {
-      const task = loadSubmittedTask(tasks, input.task);
-      const messages = await loadConversation(deps.store, input.trajectoryRef, input.attempt, input.turn);
-      const model = input.policy.kind === 'scripted' ? `scripted:${input.policy.script}` : input.policy.model;
-      const log = activityLog(deps.logger, input);
-      const previous = input.turn > 0 ? await deps.store.get<PolicyTurnRecord>(input.trajectoryRef, policyName(input.attempt, input.turn - 1)) : undefined;
-      const previousTokens = previous ? turnTokensOf(previous) : undefined;
-      const started = performance.now();
-      let response;
-      try {
-        response = await policyClient(input.policy).next({
-          messages,
-          tools: TOOL_SCHEMAS,
-          task,
-          rolloutIndex: input.rolloutIndex,
-          attempt: input.attempt,
-          turn: input.turn,
-          previousTokens: previousTokens && 'promptIds' in previousTokens ? previousTokens : null,
-        });
-      } catch (err) {
-        const failure = failureLabel(err);
-        metrics.policyError(model, failure);
-        log.warn({ model, failure, error: err instanceof Error ? err.message : String(err) }, 'policy call failed');
-        throw err;
-      }
-      const latencyMs = performance.now() - started;
-      metrics.policyCall(model, latencyMs);
-      const integrity = turnIntegrity(response.turnTokens ?? (input.policy.kind === 'scripted' ? { reason: 'a scripted policy generates no tokens' } : undefined), previousTokens, input.turn === 0, response.promptProblem);
-      const record: PolicyTurnRecord = { turn: input.turn, latencyMs, ...response, policyVersion: input.policyVersion ?? 0, prefixCheck: integrity.prefixCheck };
-      if (integrity.status.status === 'broken') log.warn({ position: integrity.status.position, reason: integrity.status.reason }, 'token prefix break: this turn will not train');
-      await deps.store.put(input.trajectoryRef, policyName(input.attempt, input.turn), record);
-      const calls = (response.assistant.tool_calls ?? []).map((c) => ({ name: c.function.name, summary: summarizeToolCall(c), malformed: !parseToolCall(c).ok }));
-      log.debug({ model, latencyMs: Math.round(latencyMs), calls: calls.map((c) => c.summary) }, 'policy step');
-      return { calls, submitted: calls.length === 0 || calls.some((c) => c.name === 'submit' && !c.malformed), latencyMs, tokens: integrity.status };
-    },
+    // Heartbeats while the model answers: a policy worker that dies or is cut off mid-call is noticed
+    // within the heartbeat timeout and the turn is asked again on another, not after start-to-close.
+    policyStep: (input: PolicyStepInput): Promise<PolicyStepOutput> => withHeartbeats((signal) => policyStepWork(input, signal)),
 
     runTool: (input: ToolStepInput): Promise<ToolStepOutput> => runOneTool(input),
 

@@ -135,6 +135,8 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   const policyStep = activity('policyStep', {
     taskQueue: group.taskQueues.policy,
     startToCloseTimeout: '5 minutes',
+    // It heartbeats while the model answers: a policy worker that died or was cut off is noticed in 15 s.
+    heartbeatTimeout: HEARTBEAT_TIMEOUT,
     // An unavailable endpoint (5xx, 429, refused, timeout) is waited out here, never shown to the model.
     retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '15 seconds', maximumAttempts: 20, nonRetryableErrorTypes: NON_RETRYABLE },
   });

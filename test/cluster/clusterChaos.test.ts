@@ -17,6 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
 import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
+import { FsTrajectoryStore } from '../../activities/store/fsTrajectoryStore.js';
 import { LocalTemporalCluster } from '../../cluster/localCluster.js';
 import { resolveTemporalServer, TemporalServerBinaryError } from '../../cluster/temporalServerBinary.js';
 import { submitBatch } from '../../client/submitBatch.js';
@@ -26,6 +27,7 @@ import type { GroupResult, RolloutResult } from '../../shared/pipeline.js';
 import { localHandle } from '../../shared/sandbox.js';
 import { rolloutProgressQuery } from '../../workflows/definitions.js';
 import { eventually } from '../helpers/eventually.js';
+import { hostNetworkSettings, NetnsHost } from '../helpers/netns/netnsHost.js';
 import { startScriptedOpenAIServer, type Script, type ScriptedOpenAIServer } from '../helpers/scriptedOpenAIServer.js';
 import { countLeaks, FaultHost, summaryTable, type FaultRow } from '../faults/faultKit.js';
 
@@ -51,7 +53,9 @@ let cluster: LocalTemporalCluster;
 let connection: Connection;
 let client: Client;
 let llm: ScriptedOpenAIServer;
-let hosts: FaultHost[] = [];
+const hosts: FaultHost[] = [];
+const machines: NetnsHost[] = [];
+const networkBefore = hostNetworkSettings();
 let tasks: string[] = [];
 
 /** Turn 0 runs a command that takes 4 s and writes the right answer; turn 1 submits. */
@@ -165,7 +169,17 @@ describe('cluster chaos: the real Temporal server on PostgreSQL, three worker ho
       tasks.push(dir);
     }
     const shared = { queuePrefix: `chaos-${process.pid}`, address: cluster.frontendAddress, store: `fs:${join(scratch, 'trajectories')}` };
-    hosts = ['host-a', 'host-b', 'host-c'].map((name) => new FaultHost(scratch, name, shared));
+    // Each host a machine of its own: network and UTS namespaces, reaching only the frontend and the policy endpoint.
+    const [frontendIp, frontendPort] = cluster.frontendAddress.split(':');
+    const reachable = [
+      { host: frontendIp as string, port: Number(frontendPort) },
+      { host: '127.0.0.1', port: Number(new URL(llm.baseUrl).port) },
+    ];
+    for (const name of ['host-a', 'host-b', 'host-c']) {
+      const netns = await NetnsHost.create(name, join(scratch, 'netns', name), reachable);
+      machines.push(netns);
+      hosts.push(new FaultHost(scratch, name, { ...shared, netns }));
+    }
     await Promise.all(hosts.map((h) => h.startWorker()));
   });
 
@@ -175,11 +189,23 @@ describe('cluster chaos: the real Temporal server on PostgreSQL, three worker ho
     mkdirSync(join(root, 'test-output'), { recursive: true });
     writeFileSync(join(root, 'test-output/cluster-chaos-summary.md'), `# Cluster chaos summary (${new Date().toISOString()})\n\n${table}\n`);
     for (const h of hosts) await h.stop(client).catch(() => undefined);
+    for (const m of machines) await m.destroy();
     await llm?.close();
     await connection?.close();
     await cluster?.destroy();
     rmSync(scratch, { recursive: true, force: true });
     tasks = [];
+  });
+
+  test('each host is a machine of its own: its hostname is its host id, and it reaches the cluster only through its relays', () => {
+    assert.deepEqual(
+      machines.map((m) => m.hostname()),
+      ['host-a', 'host-b', 'host-c'],
+    );
+    assert.deepEqual(
+      hosts.map((h) => h.hostId),
+      ['host-a', 'host-b', 'host-c'],
+    );
   });
 
   test('no fault: the batch spreads over the hosts and every rollout is scored once', async () => {
@@ -210,6 +236,47 @@ describe('cluster chaos: the real Temporal server on PostgreSQL, three worker ho
       assert.equal(r.attemptHistory[0]?.outcomeClass, 'infra', `${r.workflowId}: ${JSON.stringify(r.attemptHistory[0])}`);
       const last = where.get(`${r.workflowId}#${r.attempts - 1}`);
       assert.ok(last !== undefined && last !== victim?.name, `${r.workflowId}: its last attempt ran on ${last}, not on the dead ${victim?.name}`);
+    }
+  });
+
+  test('a host cut off from the network for 40 s (past the 15 s heartbeat timeout), then reconnected: the batch completes, what it held finishes there or is infra and retried, each turn has one answer, nothing is left behind', async () => {
+    let victim: NetnsHost | undefined;
+    const asked = llm.requests.length;
+    const { rollouts } = await batchThrough('host cut off 40 s', async (batchId) => {
+      await allInToolCall(batchId);
+      const where = provisionedOn();
+      const counts = machines.map((m) => [...where.values()].filter((n) => n === m.name).length);
+      const cut = machines[counts.indexOf(Math.max(...counts))] as NetnsHost;
+      victim = cut;
+      cut.cutOff();
+      await sleep(40_000);
+      cut.reconnect();
+      return 1;
+    });
+    const policyRequests = llm.requests.length - asked;
+    const host = hosts.find((h) => h.name === victim?.name) as FaultHost;
+    assert.ok(
+      host.workers.some((w) => w.child.exitCode === null && w.child.signalCode === null),
+      `the worker of ${host.name} rode out the partition`,
+    );
+    // Its rollouts either waited for it and finished in their first sandboxes once it was back, or lost
+    // that attempt as infra: the server hands a tool call's retries to the polls the cut-off worker had
+    // open before the cut, so each retry times out on its heartbeat too (infra/worker_lost), and a fresh
+    // attempt runs wherever a worker is. Never a model failure, never a lost rollout.
+    const where = provisionedOn();
+    const held = rollouts.filter((r) => where.get(`${r.workflowId}#0`) === host.name);
+    assert.ok(held.length > 0, `${host.name} held rollouts when it was cut off`);
+    for (const r of held) {
+      for (const a of r.attemptHistory.slice(0, -1)) assert.equal(a.outcomeClass, 'infra', `${r.workflowId}: ${JSON.stringify(r.attemptHistory)}`);
+    }
+    process.stdout.write(`cut off: ${held.length} rollouts on ${host.name}; attempts ${held.map((r) => r.attempts).join(' ')}; first attempts ${held.map((r) => `${r.attemptHistory[0]?.outcomeClass}/${r.attemptHistory[0]?.outcomeType}`).join(' ')}\n`);
+    // A turn whose answer was lost in the partition is asked again, but each turn has one answer in the trajectory.
+    assert.ok(policyRequests >= 18, `${policyRequests} policy requests for 9 rollouts of 2 turns`);
+    const store = new FsTrajectoryStore(join(scratch, 'trajectories'));
+    for (const r of rollouts) {
+      const names = await store.list(r.trajectoryRef, `attempt-${String(r.attempts - 1).padStart(2, '0')}/`);
+      assert.equal(names.filter((n) => n.endsWith('.policy.json')).length, 2, `${r.trajectoryRef}: two policy turns, ${names.join(' ')}`);
+      assert.equal(names.filter((n) => /\.tool-\d+\.json$/.test(n)).length, 1, `${r.trajectoryRef}: one tool record`);
     }
   });
 
@@ -248,5 +315,9 @@ describe('cluster chaos: the real Temporal server on PostgreSQL, three worker ho
       await cluster.postgres.start();
       return 1;
     });
+  });
+
+  test("the host's own network settings are as they were: links, addresses, routes, iptables rules, forwarding", () => {
+    assert.deepEqual(hostNetworkSettings(), networkBefore);
   });
 });

@@ -13,6 +13,7 @@ import type { GroupResult, PolicyConfig, RolloutLimits } from '../../shared/pipe
 import { janitorScheduleId } from '../../workers/janitorSchedule.js';
 import { mountsMentioning, processesMentioning } from '../helpers/localSandboxInspector.js';
 import { uniqueTaskQueue } from '../helpers/temporal.js';
+import type { NetnsHost } from '../helpers/netns/netnsHost.js';
 import { startWorkerProcess, type WorkerProcess } from '../helpers/workerProcess.js';
 
 export interface FaultRow {
@@ -59,6 +60,11 @@ export interface FaultHostOptions {
   address?: string;
   /** --store of its workers (fs in its own data dir by default). */
   store?: string;
+  /**
+   * A machine of its own (a test-made network and UTS namespace): its workers run in it and take
+   * their host id from its hostname, which is the host's name.
+   */
+  netns?: NetnsHost;
 }
 
 /** One simulated host: a queue prefix, a host id, a data dir and a sandbox root, and its worker processes over time. */
@@ -75,7 +81,7 @@ export class FaultHost {
     private readonly options: FaultHostOptions = {},
   ) {
     this.prefix = options.queuePrefix ?? uniqueTaskQueue(`fault-${name}`);
-    this.hostId = options.queuePrefix ? `${options.queuePrefix}-${name}` : `${this.prefix}-host`;
+    this.hostId = options.netns ? options.netns.name : options.queuePrefix ? `${options.queuePrefix}-${name}` : `${this.prefix}-host`;
     this.dataDir = join(scratch, name, 'data');
     this.sandboxRoot = join(scratch, name, 'sandboxes');
   }
@@ -91,7 +97,7 @@ export class FaultHost {
   async startWorker(options: { address?: string; metricsPort?: number } = {}): Promise<WorkerProcess> {
     const worker = startWorkerProcess({
       queuePrefix: this.prefix,
-      hostId: this.hostId,
+      ...(this.options.netns ? { wrap: this.options.netns.wrap } : { hostId: this.hostId }),
       dataDir: this.dataDir,
       sandboxRoot: this.sandboxRoot,
       ...(this.options.address !== undefined ? { address: this.options.address } : {}),

@@ -14,7 +14,8 @@ const ROLLOUT_BIN = resolve(fileURLToPath(new URL('../../client/bin/rollout.js',
 
 export interface WorkerProcessOptions {
   queuePrefix: string;
-  hostId: string;
+  /** --host-id; without it the worker uses its hostname. */
+  hostId?: string;
   dataDir: string;
   /** Shared by every worker process of one simulated host (the registry of its sandboxes). */
   sandboxRoot: string;
@@ -23,6 +24,8 @@ export interface WorkerProcessOptions {
   /** --store setting (fs by default). */
   store?: string;
   env?: Record<string, string>;
+  /** A command prefix the worker runs under, e.g. nsenter into a test-made network namespace. */
+  wrap?: string[];
 }
 
 export interface WorkerProcess {
@@ -40,10 +43,12 @@ export interface WorkerProcess {
 export function startWorkerProcess(options: WorkerProcessOptions): WorkerProcess {
   mkdirSync(options.dataDir, { recursive: true });
   mkdirSync(options.sandboxRoot, { recursive: true });
-  const args = [ROLLOUT_BIN, 'worker', '--address', options.address ?? testServerAddress(), '--queue-prefix', options.queuePrefix, '--host-id', options.hostId, '--data-dir', options.dataDir];
+  const args = [ROLLOUT_BIN, 'worker', '--address', options.address ?? testServerAddress(), '--queue-prefix', options.queuePrefix, '--data-dir', options.dataDir];
+  if (options.hostId !== undefined) args.push('--host-id', options.hostId);
   if (options.metricsPort !== undefined) args.push('--metrics', `127.0.0.1:${options.metricsPort}`);
   if (options.store !== undefined) args.push('--store', options.store);
-  const child = spawn(process.execPath, args, {
+  const wrap = options.wrap ?? [];
+  const child = spawn(wrap[0] ?? process.execPath, wrap.length > 0 ? [...wrap.slice(1), process.execPath, ...args] : args, {
     env: { ...process.env, LOG_LEVEL: 'debug', ROLLOUT_SANDBOX_ROOT: options.sandboxRoot, ...options.env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -39,6 +39,7 @@ const SUBCOMMANDS: { command: string[]; typo: string; meant: string }[] = [
   { command: ['env', 'build'], typo: '--jsn', meant: '--json' },
   { command: ['export'], typo: '--keep-brokn', meant: '--keep-broken' },
   { command: ['policy-version'], typo: '--grop', meant: '--group' },
+  { command: ['cluster', 'up'], typo: '--shard', meant: '--shards' },
 ];
 
 describe('every subcommand answers --help, -h and rollout help CMD with its usage', { timeout: 300_000 }, () => {
