@@ -10,9 +10,9 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { LocalTemporalCluster } from '../../cluster/localCluster.js';
-import { resolveTemporalServer, TemporalServerBinaryError } from '../../cluster/temporalServerBinary.js';
 import { ensureTemporalSchemas, TemporalSchemaError } from '../../cluster/temporalSchema.js';
 import { freePort } from '../../workers/temporalDevServer.js';
+import { realTemporalServer } from '../helpers/realTemporalServer.js';
 import { runRolloutCli } from '../helpers/rolloutCli.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'cluster-bad-input-'));
@@ -22,15 +22,7 @@ const prefix = `127.79.${octet}`;
 const otherPrefix = `127.79.${(octet % 250) + 1}`;
 chmodSync(scratch, 0o755);
 
-const binaries = (() => {
-  try {
-    return resolveTemporalServer();
-  } catch (err) {
-    if (err instanceof TemporalServerBinaryError) return err;
-    throw err;
-  }
-})();
-const skip = binaries instanceof Error ? `no real Temporal server here (${binaries.message})` : false;
+const { binaries, skip } = realTemporalServer();
 
 function oneLine(stderr: string): string {
   const lines = stderr.trim().split('\n');
@@ -78,7 +70,7 @@ describe('a cluster that is misconfigured', { skip }, () => {
   });
 
   test('PostgreSQL unreachable: the schema step names its address', async () => {
-    if (binaries instanceof Error) return;
+    if (!binaries) return;
     const port = await freePort();
     await assert.rejects(ensureTemporalSchemas(binaries.sqlTool, { host: '127.0.0.1', port, user: 'postgres' }), (err: unknown) => {
       assert.ok(err instanceof TemporalSchemaError);

@@ -19,7 +19,6 @@ import { Client, Connection } from '@temporalio/client';
 import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
 import { FsTrajectoryStore } from '../../activities/store/fsTrajectoryStore.js';
 import { LocalTemporalCluster } from '../../cluster/localCluster.js';
-import { resolveTemporalServer, TemporalServerBinaryError } from '../../cluster/temporalServerBinary.js';
 import { submitBatch } from '../../client/submitBatch.js';
 import { ATTRIBUTED_MODEL_TYPES } from '../../shared/failures.js';
 import { rolloutWorkflowId } from '../../shared/names.js';
@@ -27,6 +26,7 @@ import type { GroupResult, RolloutResult } from '../../shared/pipeline.js';
 import { localHandle } from '../../shared/sandbox.js';
 import { rolloutProgressQuery } from '../../workflows/definitions.js';
 import { eventually } from '../helpers/eventually.js';
+import { realTemporalServer } from '../helpers/realTemporalServer.js';
 import { hostNetworkSettings, NetnsHost } from '../helpers/netns/netnsHost.js';
 import { startScriptedOpenAIServer, type Script, type ScriptedOpenAIServer } from '../helpers/scriptedOpenAIServer.js';
 import { countLeaks, FaultHost, summaryTable, type FaultRow } from '../faults/faultKit.js';
@@ -36,15 +36,7 @@ const WRITE_GREETING = "printf 'Hello, rollout!\\nRewards are earned.\\n' > /app
 const GROUP_SIZE = 3;
 const TASK_IDS = ['greeting-a', 'greeting-b', 'greeting-c'];
 
-const binaries = (() => {
-  try {
-    return resolveTemporalServer();
-  } catch (err) {
-    if (err instanceof TemporalServerBinaryError) return err;
-    throw err;
-  }
-})();
-const skip = binaries instanceof Error ? `no real Temporal server here (${binaries.message})` : false;
+const { skip } = realTemporalServer();
 
 const scratch = mkdtempSync(join(tmpdir(), 'cluster-chaos-'));
 chmodSync(scratch, 0o755); // PostgreSQL runs as the postgres user and must reach its directory
