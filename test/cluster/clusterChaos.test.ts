@@ -69,11 +69,21 @@ function provisionedOn(): Map<string, string> {
   return where;
 }
 
+/**
+ * Waits until every rollout has reached its 4 s tool call (is in it, or, on a loaded machine where the
+ * others were slow to get there, already past it), so the fault lands mid-batch.
+ */
 async function allInToolCall(batchId: string): Promise<void> {
+  const past = new Set(['verifying', 'tearing-down', 'done']);
   for (const taskId of TASK_IDS) {
     for (let i = 0; i < GROUP_SIZE; i++) {
       const handle = client.workflow.getHandle(rolloutWorkflowId(batchId, taskId, i));
-      await eventually(() => handle.query(rolloutProgressQuery).catch(() => undefined), (p) => p?.stage === 'agent' && p.lastAction.includes('sleep'), `${taskId}/${i} in its tool call`, 180_000);
+      await eventually(
+        () => handle.query(rolloutProgressQuery).catch(() => undefined),
+        (p) => p !== undefined && ((p.stage === 'agent' && p.lastAction.includes('sleep')) || past.has(p.stage)),
+        `${taskId}/${i} in its tool call or past it`,
+        180_000,
+      );
     }
   }
 }
