@@ -233,6 +233,12 @@ export interface StageTimings {
   teardownMs: number;
 }
 
+/** The build of the workers that ran a rollout's workflow, as Temporal's Worker Deployments name it. */
+export interface WorkerBuild {
+  deploymentName: string;
+  buildId: string;
+}
+
 export interface ExperimentRecord {
   taskId: string;
   taskVersion: string;
@@ -248,6 +254,11 @@ export interface ExperimentRecord {
   pipelineVersion: string;
   workerIdentity: string;
   sandboxProvider: string;
+  /**
+   * The Worker Deployment build that ran the rollout's workflow (pinned: the one it started on); null when
+   * its workers ran unversioned, absent in records from before builds were recorded.
+   */
+  workerBuild?: WorkerBuild | null;
 }
 
 /** `cancelled`: an operator cancelled the rollout (cancelRollout update); it has no reward and is not valid. */

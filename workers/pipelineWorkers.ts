@@ -14,6 +14,7 @@ import { createActivities, type ActivityDeps } from '../activities/createActivit
 import { TASK_QUEUES, hostTaskQueue } from '../shared/names.js';
 import { rolloutCacheDir } from './cacheDir.js';
 import { cachedWorkflowBundle } from './workflowBundleCache.js';
+import { pinnedDeployment, unversionedDeployment, type WorkerBuild } from './versioning/workerDeployment.js';
 
 export const WORKFLOWS_PATH = fileURLToPath(new URL('../workflows/index.ts', import.meta.url));
 const repoPath = (p: string): string => fileURLToPath(new URL(`../${p}`, import.meta.url));
@@ -68,6 +69,8 @@ export interface PipelineWorkerOptions extends ActivityDeps {
   shutdownGraceTime?: number;
   /** Time after which shutdown stops waiting for activities that ignore cancellation (ms; SDK default: no limit). */
   shutdownForceTime?: number;
+  /** The build this process runs (Worker Versioning: workers/versioning/workerDeployment.ts); unversioned without it. */
+  build?: WorkerBuild;
   /** A prebuilt workflow bundle (tests build it once). */
   workflowBundle?: WorkflowBundleWithSourceMap;
   logger: Logger;
@@ -122,6 +125,7 @@ export async function createPipelineWorkers(options: PipelineWorkerOptions): Pro
     byQueue.main = await Worker.create({
       ...common,
       taskQueue: queues.main,
+      ...(options.build ? { workerDeploymentOptions: pinnedDeployment(options.build) } : {}),
       ...(roles.has('workflows')
         ? {
             workflowBundle: options.workflowBundle ?? (await bundlePipelineWorkflows()),
@@ -146,6 +150,7 @@ export async function createPipelineWorkers(options: PipelineWorkerOptions): Pro
     byQueue.host = await Worker.create({
       ...common,
       taskQueue: hostTaskQueue(options.host),
+      ...(options.build ? { workerDeploymentOptions: unversionedDeployment(options.build) } : {}),
       activities: { runTool: activities.runTool, runTools: activities.runTools, verifyAttempt: activities.verifyAttempt, teardownSandbox: activities.teardownSandbox, reapSandboxes: activities.reapSandboxes },
       maxConcurrentActivityTaskExecutions: toolSlots,
       ...activityPolls(toolSlots),
@@ -155,6 +160,7 @@ export async function createPipelineWorkers(options: PipelineWorkerOptions): Pro
     byQueue.policy = await Worker.create({
       ...common,
       taskQueue: queues.policy,
+      ...(options.build ? { workerDeploymentOptions: unversionedDeployment(options.build) } : {}),
       activities: { policyStep: activities.policyStep },
       maxConcurrentActivityTaskExecutions: policySlots,
       ...activityPolls(policySlots),

@@ -19,6 +19,7 @@ import type { TrajectoryStore } from '../activities/store/trajectoryStore.js';
 import type { SandboxProvider } from '../shared/sandbox.js';
 import { createLogger, installRuntime } from './logger.js';
 import { createPipelineWorkers, type PipelineWorkers } from './pipelineWorkers.js';
+import type { WorkerBuild } from './versioning/workerDeployment.js';
 
 export interface LocalPipelineOptions {
   /** The Temporal server: address, namespace, TLS / API key (workers/temporalConnection.ts). */
@@ -40,6 +41,8 @@ export interface LocalPipelineOptions {
    * Default: the SDK's (no grace, no limit).
    */
   stopWithin?: { graceMs: number; forceMs: number };
+  /** The build this process runs: its workflows pinned to it (workers/versioning/workerDeployment.ts). */
+  build?: WorkerBuild;
 }
 
 export interface LocalPipeline {
@@ -76,11 +79,12 @@ export async function startLocalPipeline(options: LocalPipelineOptions): Promise
     metrics: pipelineMetrics(Runtime.instance().metricMeter),
     ...(options.taskQueues ? { taskQueues: options.taskQueues } : {}),
     ...(options.policyRatePerSecond ? { policyRatePerSecond: options.policyRatePerSecond } : {}),
+    ...(options.build ? { build: options.build } : {}),
     ...(options.stopWithin ? { shutdownGraceTime: options.stopWithin.graceMs, shutdownForceTime: options.stopWithin.forceMs } : {}),
   });
   const done = workers.run();
   const janitor = await ensureJanitorSchedule(client, { host, mainQueue: options.taskQueues?.main ?? TASK_QUEUES.main });
-  logger.info({ address: options.temporal.address, namespace: options.temporal.namespace, host, taskQueues: options.taskQueues ?? TASK_QUEUES, trajectories: store.locate(''), janitorSchedule: janitor, metrics: options.metricsAddress ? `http://${options.metricsAddress}/metrics` : null }, 'pipeline workers running');
+  logger.info({ address: options.temporal.address, namespace: options.temporal.namespace, host, taskQueues: options.taskQueues ?? TASK_QUEUES, trajectories: store.locate(''), janitorSchedule: janitor, build: options.build ?? null, metrics: options.metricsAddress ? `http://${options.metricsAddress}/metrics` : null }, 'pipeline workers running');
   return {
     workers,
     store,

@@ -169,7 +169,9 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
     timings.provisionMs += p.provisionMs;
     // Queue: from the rollout's start until a worker had its first sandbox, less the provisioning itself.
     if (attempt === 0) timings.queueMs = Math.max(0, Date.now() - startedAt - p.provisionMs);
-    experiment = p.experiment;
+    // The build that runs this workflow (Worker Versioning pins it to the one it started on); replay-safe.
+    const version = workflowInfo().currentDeploymentVersion;
+    experiment = { ...p.experiment, workerBuild: version ? { deploymentName: version.deploymentName, buildId: version.buildId } : null };
     const host = hostActivities(p, group.limits.commandTimeoutSec);
     let hostGone = false;
 

@@ -9,12 +9,14 @@
  * Prints a summary table and writes it to test-output/cluster-chaos-summary.md.
  */
 import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
 import { chmodSync, cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
 import { FsTrajectoryStore } from '../../activities/store/fsTrajectoryStore.js';
@@ -25,11 +27,14 @@ import { rolloutWorkflowId } from '../../shared/names.js';
 import type { GroupResult, RolloutResult } from '../../shared/pipeline.js';
 import { localHandle } from '../../shared/sandbox.js';
 import { rolloutProgressQuery } from '../../workflows/definitions.js';
+import { resolveTemporalBinary } from '../../workers/temporalBinary.js';
 import { eventually } from '../helpers/eventually.js';
 import { realTemporalServer } from '../helpers/realTemporalServer.js';
 import { hostNetworkSettings, NetnsHost } from '../helpers/netns/netnsHost.js';
 import { startScriptedOpenAIServer, type Script, type ScriptedOpenAIServer } from '../helpers/scriptedOpenAIServer.js';
 import { countLeaks, FaultHost, summaryTable, type FaultRow } from '../faults/faultKit.js';
+import type { WorkerProcess } from '../helpers/workerProcess.js';
+import proto from '@temporalio/proto';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const WRITE_GREETING = "printf 'Hello, rollout!\\nRewards are earned.\\n' > /app/greeting.txt";
@@ -37,6 +42,10 @@ const GROUP_SIZE = 3;
 const TASK_IDS = ['greeting-a', 'greeting-b', 'greeting-c'];
 
 const { skip } = realTemporalServer();
+const execFileAsync = promisify(execFile);
+/** Worker Versioning: every worker of the suite is a build of this deployment; new rollouts start on `currentBuild`. */
+const DEPLOYMENT = `chaos-${process.pid}`;
+let currentBuild = 'build-a';
 
 const scratch = mkdtempSync(join(tmpdir(), 'cluster-chaos-'));
 chmodSync(scratch, 0o755); // PostgreSQL runs as the postgres user and must reach its directory
@@ -88,16 +97,64 @@ async function allInToolCall(batchId: string): Promise<void> {
   }
 }
 
+/**
+ * Makes `buildId` the deployment's current version the way an operator does, with the Temporal CLI
+ * (`temporal worker deployment set-current-version`), once that build's workers poll every queue of it.
+ */
+async function setCurrentBuild(buildId: string): Promise<void> {
+  const cli = (await resolveTemporalBinary()).path;
+  const args = ['worker', 'deployment', 'set-current-version', '--deployment-name', DEPLOYMENT, '--build-id', buildId, '--address', cluster.frontendAddress, '--namespace', cluster.namespace, '--yes'];
+  await eventually(
+    () => execFileAsync(cli, args).then(() => 'ok', (err: { stderr?: string; message: string }) => err.stderr ?? err.message),
+    (out) => out === 'ok',
+    `${buildId} made the current version of ${DEPLOYMENT}`,
+    60_000,
+  );
+  // The new routing reaches every partition of every queue of the deployment asynchronously; until it
+  // has, a new workflow can still start on the old build. The server says when it is done.
+  const COMPLETED = proto.temporal.api.enums.v1.RoutingConfigUpdateState.ROUTING_CONFIG_UPDATE_STATE_COMPLETED;
+  await eventually(
+    () => client.workflowService.describeWorkerDeployment({ namespace: cluster.namespace, deploymentName: DEPLOYMENT }),
+    (d) => d.workerDeploymentInfo?.routingConfig?.currentDeploymentVersion?.buildId === buildId && d.workerDeploymentInfo.routingConfigUpdateState === COMPLETED,
+    `the routing to ${buildId} propagated to every task queue partition`,
+    60_000,
+  );
+  currentBuild = buildId;
+}
+
+/** Waits until nothing runs pinned to `buildId` (what the server's drainage status tracks, without its minutes of delay). */
+async function drained(buildId: string): Promise<void> {
+  const query = `TemporalWorkerDeploymentVersion = "${DEPLOYMENT}:${buildId}" AND ExecutionStatus = "Running"`;
+  await eventually(() => client.workflow.count(query), (c) => c.count === 0, `no workflow running pinned to ${buildId}`, 300_000);
+}
+
+/** The version a workflow is pinned to, from the server's own description of it. */
+async function pinnedBuild(workflowId: string): Promise<string> {
+  const { raw } = await client.workflow.getHandle(workflowId).describe();
+  const info = raw.workflowExecutionInfo?.versioningInfo;
+  const pinned = info?.behavior === proto.temporal.api.enums.v1.VersioningBehavior.VERSIONING_BEHAVIOR_PINNED;
+  return `${pinned ? 'pinned' : `behavior ${String(info?.behavior)}`} to ${info?.deploymentVersion?.buildId ?? 'no build'}`;
+}
+
 interface BatchOutcome {
   groups: GroupResult[];
   rollouts: RolloutResult[];
   infraAttempts: number;
 }
 
-/** Submits a batch of three groups, runs `fault` while it runs, and checks what holds for every fault. */
-async function batchThrough(name: string, fault: (batchId: string) => Promise<number>): Promise<BatchOutcome> {
+interface RunningBatch {
+  name: string;
+  batchId: string;
+  /** The build that was current when it was submitted: every rollout of it runs there. */
+  startedOn: string;
+  results: Promise<GroupResult[]>;
+}
+
+/** Submits a batch of three groups and collects its results as they come. */
+async function submitChaosBatch(name: string): Promise<RunningBatch> {
   const batchId = `chaos-${name.replace(/[^A-Za-z0-9]+/g, '-')}-${Date.now()}`;
   const host = hosts[0] as FaultHost;
+  const startedOn = currentBuild;
   const batch = await submitBatch(client, {
     batchId,
     taskQueues: host.taskQueues,
@@ -106,13 +163,17 @@ async function batchThrough(name: string, fault: (batchId: string) => Promise<nu
     minValid: 1,
     policy: { kind: 'openai', baseUrl: llm.baseUrl, model: 'chaos-model', sampling: { seed: 1 } },
   });
-  const collected = (async () => {
+  const results = (async () => {
     const out: GroupResult[] = [];
     for await (const g of batch.results()) out.push(g);
     return out;
   })();
-  const injected = await fault(batchId);
-  const groups = await collected;
+  return { name, batchId, startedOn, results };
+}
+
+/** What holds for every fault, checked on a finished batch; adds its row to the summary. */
+async function checkBatch(batch: RunningBatch, injected: number): Promise<BatchOutcome> {
+  const groups = await batch.results;
   const rollouts = allRollouts(groups);
   // Every rollout of the batch came back exactly once, scored.
   assert.deepEqual(groups.map((g) => g.taskId).sort(), [...TASK_IDS].sort(), 'each group once');
@@ -121,6 +182,8 @@ async function batchThrough(name: string, fault: (batchId: string) => Promise<nu
     assert.deepEqual(g.rollouts.map((r) => r.index).sort(), [0, 1, 2], `${g.taskId}: each rollout once`);
   }
   for (const r of rollouts) assert.deepEqual([r.workflowId, r.reward, r.outcomeClass], [r.workflowId, 1, 'ok'], `${r.workflowId}: ${JSON.stringify(r.attemptHistory)}`);
+  // Each rollout ran on the build that was current when the batch started, and its experiment record says so.
+  for (const r of rollouts) assert.deepEqual(r.experiment?.workerBuild, { deploymentName: DEPLOYMENT, buildId: batch.startedOn }, `${r.workflowId}: its build`);
   // Nothing the fault did is laid on the model; every infra attempt says why.
   let infraAttempts = 0;
   for (const r of rollouts) {
@@ -133,11 +196,11 @@ async function batchThrough(name: string, fault: (batchId: string) => Promise<nu
     }
   }
   // Nothing is left on any host once its worker reaped (a host that was down comes back first).
-  for (const h of hosts) if (!h.workers.some((w) => w.child.exitCode === null && w.child.signalCode === null)) await h.startWorker();
+  for (const h of hosts) if (!h.workers.some(isLive)) await h.startWorker();
   let leaks = 0;
   for (const h of hosts) leaks += await eventually(async () => h.leaks(), (l) => countLeaks(l) === 0, `nothing left under ${h.sandboxRoot}`, 60_000).then(countLeaks);
   rows.push({
-    fault: name,
+    fault: batch.name,
     faultsInjected: injected,
     rolloutsAffected: rollouts.filter((r) => r.attempts > 1).length,
     completed: rollouts.filter((r) => r.reward !== null).length,
@@ -147,6 +210,21 @@ async function batchThrough(name: string, fault: (batchId: string) => Promise<nu
     leaks,
   });
   return { groups, rollouts, infraAttempts };
+}
+
+/** Submits a batch of three groups, runs `fault` while it runs, and checks what holds for every fault. */
+async function batchThrough(name: string, fault: (batchId: string) => Promise<number>): Promise<BatchOutcome> {
+  const batch = await submitChaosBatch(name);
+  const injected = await fault(batch.batchId);
+  return checkBatch(batch, injected);
+}
+
+const isLive = (w: WorkerProcess): boolean => w.child.exitCode === null && w.child.signalCode === null;
+
+/** Stops worker processes the way an orchestrator does (SIGTERM: no new work, running calls finish) and returns how each exited. */
+async function stopGracefully(workers: WorkerProcess[]): Promise<string[]> {
+  for (const w of workers) w.kill('SIGTERM');
+  return Promise.all(workers.map((w) => w.exited));
 }
 
 /** SIGKILLs a Temporal service process mid-batch and starts it again after `downMs`. */
@@ -170,7 +248,7 @@ describe('cluster chaos: the real Temporal server on PostgreSQL, three worker ho
       cpSync(join(root, 'examples/tasks/write-greeting'), dir, { recursive: true });
       tasks.push(dir);
     }
-    const shared = { queuePrefix: `chaos-${process.pid}`, address: cluster.frontendAddress, store: `fs:${join(scratch, 'trajectories')}` };
+    const shared = { queuePrefix: `chaos-${process.pid}`, deploymentName: DEPLOYMENT, address: cluster.frontendAddress, store: `fs:${join(scratch, 'trajectories')}` };
     // Each host a machine of its own: network and UTS namespaces, reaching only the frontend and the policy endpoint.
     const [frontendIp, frontendPort] = cluster.frontendAddress.split(':');
     const reachable = [
@@ -182,7 +260,8 @@ describe('cluster chaos: the real Temporal server on PostgreSQL, three worker ho
       machines.push(netns);
       hosts.push(new FaultHost(scratch, name, { ...shared, netns }));
     }
-    await Promise.all(hosts.map((h) => h.startWorker()));
+    await Promise.all(hosts.map((h) => h.startWorker({ build: currentBuild, stopGraceSec: 30 })));
+    await setCurrentBuild(currentBuild);
   });
 
   after(async () => {
@@ -258,7 +337,7 @@ describe('cluster chaos: the real Temporal server on PostgreSQL, three worker ho
     const policyRequests = llm.requests.length - asked;
     const host = hosts.find((h) => h.name === victim?.name) as FaultHost;
     assert.ok(
-      host.workers.some((w) => w.child.exitCode === null && w.child.signalCode === null),
+      host.workers.some(isLive),
       `the worker of ${host.name} rode out the partition`,
     );
     // Its rollouts either waited for it and finished in their first sandboxes once it was back, or lost
@@ -317,6 +396,38 @@ describe('cluster chaos: the real Temporal server on PostgreSQL, three worker ho
       await cluster.postgres.start();
       return 1;
     });
+  });
+
+  test('a rolling upgrade of the workers mid-batch with Worker Versioning: running rollouts finish on the build they started on, new ones start on the new build, no attempt is lost to it', async () => {
+    const from = currentBuild;
+    const to = 'build-b';
+    const first = await submitChaosBatch(`rolling upgrade, started on ${from}`);
+    await allInToolCall(first.batchId);
+    const old = hosts.map((h) => h.workers.filter(isLive));
+    // The new build's worker starts beside the old one on every host (the Temporal Worker Controller's
+    // rainbow), and the operator makes it current: a batch submitted now starts there.
+    await Promise.all(hosts.map((h) => h.startWorker({ build: to, stopGraceSec: 30 })));
+    await setCurrentBuild(to);
+    const second = await submitChaosBatch(`rolling upgrade, started on ${to}`);
+    // The old worker of the first host leaves at once, with the first batch running: its calls finish,
+    // the rollouts pinned to the old build go on with the old workers of the other hosts, and the
+    // sandboxes it held are served by the new worker on that host (host queues are not versioned).
+    const leftEarly = await stopGracefully(old[0] ?? []);
+    await first.results;
+    // Once the old build is drained (nothing pinned to it runs: its workers would be the only ones that
+    // could run it), its workers leave the other hosts while the second batch runs.
+    await drained(from);
+    const leftLater = await stopGracefully(old.slice(1).flat());
+    await second.results;
+    const firstOutcome = await checkBatch(first, 1);
+    const secondOutcome = await checkBatch(second, 0);
+    assert.deepEqual([...leftEarly, ...leftLater], [...leftEarly, ...leftLater].map(() => 'exit 0'), 'the old workers stopped cleanly');
+    // The server agrees: each workflow of a batch is pinned to the build it started on.
+    for (const [outcome, build] of [[firstOutcome, from], [secondOutcome, to]] as const) {
+      for (const r of outcome.rollouts) assert.equal(await pinnedBuild(r.workflowId), `pinned to ${build}`, r.workflowId);
+    }
+    // An upgrade is not a failure: no attempt of either batch ended infra.
+    assert.equal(firstOutcome.infraAttempts + secondOutcome.infraAttempts, 0, 'no attempt lost to the upgrade');
   });
 
   test("the host's own network settings are as they were: links, addresses, routes, iptables rules, forwarding", () => {

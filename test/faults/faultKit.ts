@@ -65,6 +65,8 @@ export interface FaultHostOptions {
    * their host id from its hostname, which is the host's name.
    */
   netns?: NetnsHost;
+  /** Worker Versioning: the deployment its workers belong to (--deployment-name); their build is startWorker's. */
+  deploymentName?: string;
 }
 
 /** One simulated host: a queue prefix, a host id, a data dir and a sandbox root, and its worker processes over time. */
@@ -94,15 +96,25 @@ export class FaultHost {
     return join(this.dataDir, 'trajectories');
   }
 
-  async startWorker(options: { address?: string; metricsPort?: number } = {}): Promise<WorkerProcess> {
+  /** The build the next startWorker runs when it names none (--build-id; unversioned while unset). */
+  build: string | undefined;
+
+  async startWorker(options: { address?: string; metricsPort?: number; build?: string; stopGraceSec?: number } = {}): Promise<WorkerProcess> {
+    const { build = this.build, stopGraceSec, ...rest } = options;
+    this.build = build;
+    const args = [
+      ...(build !== undefined ? ['--build-id', build, ...(this.options.deploymentName ? ['--deployment-name', this.options.deploymentName] : [])] : []),
+      ...(stopGraceSec !== undefined ? ['--stop-grace', String(stopGraceSec)] : []),
+    ];
     const worker = startWorkerProcess({
+      args,
       queuePrefix: this.prefix,
       ...(this.options.netns ? { wrap: this.options.netns.wrap } : { hostId: this.hostId }),
       dataDir: this.dataDir,
       sandboxRoot: this.sandboxRoot,
       ...(this.options.address !== undefined ? { address: this.options.address } : {}),
       ...(this.options.store !== undefined ? { store: this.options.store } : {}),
-      ...options,
+      ...rest,
     });
     this.workers.push(worker);
     await worker.ready;

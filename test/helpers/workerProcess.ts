@@ -26,6 +26,8 @@ export interface WorkerProcessOptions {
   env?: Record<string, string>;
   /** A command prefix the worker runs under, e.g. nsenter into a test-made network namespace. */
   wrap?: string[];
+  /** More `rollout worker` arguments (e.g. --build-id B --stop-grace 30). */
+  args?: string[];
 }
 
 export interface WorkerProcess {
@@ -47,6 +49,7 @@ export function startWorkerProcess(options: WorkerProcessOptions): WorkerProcess
   if (options.hostId !== undefined) args.push('--host-id', options.hostId);
   if (options.metricsPort !== undefined) args.push('--metrics', `127.0.0.1:${options.metricsPort}`);
   if (options.store !== undefined) args.push('--store', options.store);
+  args.push(...(options.args ?? []));
   const wrap = options.wrap ?? [];
   const child = spawn(wrap[0] ?? process.execPath, wrap.length > 0 ? [...wrap.slice(1), process.execPath, ...args] : args, {
     env: { ...process.env, LOG_LEVEL: 'debug', ROLLOUT_SANDBOX_ROOT: options.sandboxRoot, ...options.env },

@@ -176,6 +176,9 @@ describe('bad input gets exit code 2 and a message naming the problem', { timeou
     [['rerun'], /name one rollout workflow id/],
     [['worker', '--metrics', 'nine'], /--metrics "nine": give HOST:PORT/],
     [['worker', '--queue-prefix', 'a b'], /--queue-prefix "a b": use letters/],
+    [['worker', '--build-id', 'v 2'], /--build-id "v 2": use 1-255 letters, digits/],
+    [['worker', '--deployment-name', 'trainer'], /--deployment-name "trainer" needs --build-id/],
+    [['worker', '--build-id', 'b1', '--stop-grace', 'soon'], /--stop-grace "soon": give the seconds/],
   ];
   for (const [args, message] of cases) {
     test(`rollout ${args.map((a) => (a.startsWith('/') ? '<dir>' : a)).join(' ')}`, async () => {
