@@ -10,6 +10,7 @@ import { progressDisplay } from '../console/progressDisplay.js';
 import { watchProgress } from '../console/watchProgress.js';
 import { parseCommandLine } from './commandLine.js';
 import { UsageError } from './usageError.js';
+import { rolloutWaits } from '../status/rolloutWaits.js';
 
 /** Shows the batch's live progress until every group has finished; false when it has no groups. */
 async function watchBatch(client: Client, batchId: string): Promise<boolean> {
@@ -55,8 +56,12 @@ export async function statusCommand(argv: string[]): Promise<number> {
     const running: string[] = [];
     for (const wf of unfinished) {
       if (wf.status === 'RUNNING') {
-        const p = await client.workflow.getHandle(wf.workflowId).query(groupProgressQuery).catch(() => undefined);
-        running.push(`${wf.workflowId}: running, ${p ? `${p.finished}/${p.total} rollouts finished` : 'no progress yet'}`);
+        const p = await client.workflow
+          .getHandle(wf.workflowId)
+          .query(groupProgressQuery)
+          .catch((err: unknown) => (err instanceof Error ? err : new Error(String(err))));
+        // A query nobody answers: no worker runs its workflow tasks now, or its history shard is unavailable.
+        running.push(`${wf.workflowId}: running, ${p instanceof Error ? `its progress did not answer (${p.message})` : `${p.finished}/${p.total} rollouts finished`}`);
       } else running.push(`${wf.workflowId}: ${wf.status.toLowerCase()}`);
     }
     if (groups === 0) {
@@ -64,6 +69,11 @@ export async function statusCommand(argv: string[]): Promise<number> {
       return 1;
     }
     for (const line of running) process.stdout.write(`${line}\n`);
+    if (running.length) {
+      // What is stuck and on what (a dead host's queue, a silent worker, a shard that does not answer).
+      const waits = await rolloutWaits(client, batchId).catch(() => []);
+      if (waits.length) process.stdout.write(`waiting:\n${waits.map((w) => `  ${w}`).join('\n')}\n`);
+    }
     if (finished.length) process.stdout.write(`${summaryTable(finished)}\n`);
     return 0;
   } finally {

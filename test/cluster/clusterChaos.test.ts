@@ -23,12 +23,13 @@ import { FsTrajectoryStore } from '../../activities/store/fsTrajectoryStore.js';
 import { LocalTemporalCluster } from '../../cluster/localCluster.js';
 import { submitBatch } from '../../client/submitBatch.js';
 import { ATTRIBUTED_MODEL_TYPES } from '../../shared/failures.js';
-import { rolloutWorkflowId } from '../../shared/names.js';
+import { hostTaskQueue, rolloutWorkflowId } from '../../shared/names.js';
 import type { GroupResult, RolloutResult } from '../../shared/pipeline.js';
 import { localHandle } from '../../shared/sandbox.js';
 import { rolloutProgressQuery } from '../../workflows/definitions.js';
 import { resolveTemporalBinary } from '../../workers/temporalBinary.js';
 import { eventually } from '../helpers/eventually.js';
+import { runRolloutCli } from '../helpers/rolloutCli.js';
 import { realTemporalServer } from '../helpers/realTemporalServer.js';
 import { hostNetworkSettings, NetnsHost } from '../helpers/netns/netnsHost.js';
 import { startScriptedOpenAIServer, type Script, type ScriptedOpenAIServer } from '../helpers/scriptedOpenAIServer.js';
@@ -299,6 +300,7 @@ describe('cluster chaos: the real Temporal server on PostgreSQL, three worker ho
 
   test('a whole worker host killed mid-batch (its worker and every sandbox process): its attempts are infra and retried on the other hosts', async () => {
     let victim: FaultHost | undefined;
+    let degradedStatus = '';
     const { rollouts } = await batchThrough('worker host killed', async (batchId) => {
       await allInToolCall(batchId);
       const where = provisionedOn();
@@ -308,8 +310,18 @@ describe('cluster chaos: the real Temporal server on PostgreSQL, three worker ho
       for (const w of busiest.workers) w.kill('SIGKILL');
       await Promise.all(busiest.workers.map((w) => w.exited));
       for (const record of await new LocalSandboxProvider({ stateRoot: busiest.sandboxRoot }).list()) if (record.handle) process.kill(localHandle(record.handle).pid, 'SIGKILL');
+      // While the batch waits on the dead host, `rollout status` says so: which call waits on which queue,
+      // and that nothing polls that queue any more.
+      const queue = hostTaskQueue(busiest.hostId);
+      degradedStatus = await eventually(
+        () => runRolloutCli(['status', batchId, '--address', cluster.frontendAddress], root, { TEMPORAL_NAMESPACE: cluster.namespace }),
+        (r) => r.stdout.split('\n').some((line) => line.includes(`for a worker on ${queue}, which no worker has polled`)),
+        `rollout status names ${queue} as the queue the batch waits on`,
+        120_000,
+      ).then((r) => r.stdout);
       return 1;
     });
+    process.stdout.write(`rollout status while ${victim?.name ?? '?'} was down:\n${degradedStatus}\n`);
     const where = provisionedOn();
     const hit = rollouts.filter((r) => where.get(`${r.workflowId}#0`) === victim?.name);
     assert.ok(hit.length > 0, 'the killed host held rollouts');
