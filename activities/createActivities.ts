@@ -92,6 +92,10 @@ export interface PolicyStepOutput {
   latencyMs: number;
   /** The turn's token ids and the exact-prefix check, in short (the ids are in the store). */
   tokens?: TurnTokenStatus;
+  /** The policy version the recorded answer was sampled under (absent from workers before it was returned). */
+  policyVersion?: number;
+  /** The answer was already recorded by an earlier try of this turn and is returned as it was. */
+  reused?: boolean;
 }
 
 export interface ToolStepInput {
@@ -187,6 +191,12 @@ export function createActivities(deps: ActivityDeps) {
     deps.policyClient ??
     ((config: ResolvedPolicyConfig): PolicyClient => (config.kind === 'scripted' ? new ScriptedPolicy(config.script) : config.tokens.mode === 'pipeline' ? new TokenLevelPolicy(config) : new OpenAIPolicy(config)));
 
+  /** What the workflow needs of a recorded policy turn. */
+  const stepOutput = (record: PolicyTurnRecord, tokens: TurnTokenStatus, reused: boolean): PolicyStepOutput => {
+    const calls = (record.assistant.tool_calls ?? []).map((c) => ({ name: c.function.name, summary: summarizeToolCall(c), malformed: !parseToolCall(c).ok }));
+    return { calls, submitted: calls.length === 0 || calls.some((c) => c.name === 'submit' && !c.malformed), latencyMs: record.latencyMs, tokens, policyVersion: record.policyVersion, ...(reused ? { reused } : {}) };
+  };
+
   /** One policy turn: the conversation so far to the model, its answer recorded in the store. */
   const policyStepWork = async (input: PolicyStepInput, signal: AbortSignal | undefined): Promise<PolicyStepOutput> => {
     const task = loadSubmittedTask(tasks, input.task);
@@ -195,6 +205,15 @@ export function createActivities(deps: ActivityDeps) {
     const log = activityLog(deps.logger, input);
     const previous = input.turn > 0 ? await deps.store.get<PolicyTurnRecord>(input.trajectoryRef, policyName(input.attempt, input.turn - 1)) : undefined;
     const previousTokens = previous ? turnTokensOf(previous) : undefined;
+    // A retry of a turn whose answer is already in the trajectory (its worker recorded it, then died or was
+    // cut off before the server heard back) returns that answer: the model is not asked twice, and the
+    // turn keeps the one answer its record holds.
+    const recorded = await deps.store.get<PolicyTurnRecord>(input.trajectoryRef, policyName(input.attempt, input.turn));
+    if (recorded) {
+      const again = turnIntegrity(recorded.turnTokens ?? (input.policy.kind === 'scripted' ? { reason: 'a scripted policy generates no tokens' } : undefined), previousTokens, input.turn === 0, recorded.promptProblem);
+      log.info({ model, policyVersion: recorded.policyVersion }, 'policy turn already recorded: its answer is returned, the model is not asked again');
+      return stepOutput(recorded, again.status, true);
+    }
     const started = performance.now();
     let response;
     try {
@@ -222,10 +241,9 @@ export function createActivities(deps: ActivityDeps) {
     // cancelled): this worker's answer is not the turn's, so it must not land in the trajectory.
     signal?.throwIfAborted();
     await deps.store.put(input.trajectoryRef, policyName(input.attempt, input.turn), record);
-    const calls = (response.assistant.tool_calls ?? []).map((c) => ({ name: c.function.name, summary: summarizeToolCall(c), malformed: !parseToolCall(c).ok }));
-    log.debug({ model, latencyMs: Math.round(latencyMs), calls: calls.map((c) => c.summary) }, 'policy step');
-    return { calls, submitted: calls.length === 0 || calls.some((c) => c.name === 'submit' && !c.malformed), latencyMs, tokens: integrity.status };
-  
+    const output = stepOutput(record, integrity.status, false);
+    log.debug({ model, latencyMs: Math.round(latencyMs), calls: output.calls.map((c) => c.summary) }, 'policy step');
+    return output;
   };
 
   const runOneTool = async (input: ToolStepInput): Promise<ToolStepOutput> => {

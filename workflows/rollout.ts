@@ -209,7 +209,8 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
           }
           throw err;
         }
-        attemptVersions.push(version);
+        // The version the turn's answer was sampled under (a retry returns an answer recorded under an earlier one).
+        attemptVersions.push(step.policyVersion ?? version);
         const tokens = step.tokens ?? { status: 'missing' as const, reason: 'the worker that ran this turn does not capture tokens' };
         const firstProblem = tokenIntegrity.turns > 0 && tokenIntegrity.status !== 'ok';
         tokenIntegrity = firstProblem

@@ -14,6 +14,7 @@ import { submitBatch, type SubmitBatchOptions } from '../../client/submitBatch.j
 import type { SandboxProvider } from '../../shared/sandbox.js';
 import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
 import { FsTrajectoryStore } from '../../activities/store/fsTrajectoryStore.js';
+import type { TrajectoryStore } from '../../activities/store/trajectoryStore.js';
 import type { PolicyClient } from '../../activities/policies/policyClient.js';
 import { temporalOwnerStatus } from '../../activities/reaper/temporalOwnerStatus.js';
 import { createLogger } from '../../workers/logger.js';
@@ -30,7 +31,7 @@ export interface Harness {
   host: string;
   scratch: string;
   /** Starts workers (again, after stopWorkers) with an optional provider or policy wrapper. */
-  startWorkers(overrides?: { provider?: SandboxProvider; policyClient?: (config: ResolvedPolicyConfig) => PolicyClient }): Promise<void>;
+  startWorkers(overrides?: { provider?: SandboxProvider; policyClient?: (config: ResolvedPolicyConfig) => PolicyClient; store?: TrajectoryStore }): Promise<void>;
   stopWorkers(): Promise<void>;
   close(): Promise<void>;
 }
@@ -61,7 +62,7 @@ export async function startHarness(name: string, options: { taskQueues?: { main:
         connection,
         taskQueues,
         provider: overrides.provider ?? provider,
-        store,
+        store: overrides.store ?? store,
         host,
         workerIdentity: `test-worker@${host}`,
         logger,

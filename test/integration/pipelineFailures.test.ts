@@ -20,6 +20,8 @@ import { FaultyProvider } from '../helpers/faultyProvider.js';
 import { runOneGroup, startHarness, type Harness } from '../helpers/pipelineHarness.js';
 import { startScriptedOpenAIServer } from '../helpers/scriptedOpenAIServer.js';
 import { eventually } from '../helpers/eventually.js';
+import { ClassifiedError } from '../../shared/failures.js';
+import type { TrajectoryStore } from '../../activities/store/trajectoryStore.js';
 
 const examples = resolve(dirname(fileURLToPath(import.meta.url)), '../../examples/tasks');
 let h: Harness;
@@ -66,6 +68,39 @@ describe('pipeline failure handling', { timeout: 900_000 }, () => {
       const turn0 = await h.store.get<PolicyTurnRecord>(r.trajectoryRef, 'attempt-00/turn-0000.policy.json');
       assert.ok(turn0?.tokens?.logprobs, 'logprobs are kept in the trajectory');
       assert.equal(turn0?.usage?.prompt_tokens, 100);
+    } finally {
+      await h.stopWorkers();
+      await server.close();
+    }
+  });
+
+  test('a policy turn whose answer was recorded but whose completion was lost is retried without asking the model again: the turn keeps its one answer', async () => {
+    const server = await startScriptedOpenAIServer((_req, turn) =>
+      turn === 0
+        ? { content: 'I will write the file.', toolCalls: [{ name: 'bash', arguments: { command: "printf 'Hello, rollout!\\nRewards are earned.\\n' > /app/greeting.txt" } }] }
+        : { content: 'Done.', toolCalls: [{ name: 'submit', arguments: {} }] },
+    );
+    // The fault at the edge: the first write of turn 0's answer lands, and its acknowledgement is lost.
+    let lostAcks = 0;
+    const store: TrajectoryStore = Object.assign(Object.create(h.store) as TrajectoryStore, {
+      put: async (ref: string, name: string, value: unknown): Promise<void> => {
+        await h.store.put(ref, name, value);
+        if (name === 'attempt-00/turn-0000.policy.json' && lostAcks === 0) {
+          lostAcks++;
+          throw new ClassifiedError('infra', 'storage_error', `injected: the write of ${name} landed but its acknowledgement was lost`);
+        }
+      },
+    });
+    await h.startWorkers({ store });
+    try {
+      const group = await runOne({ tasks: [join(examples, 'write-greeting')], groupSize: 1, minValid: 1, policy: { kind: 'openai', baseUrl: server.baseUrl, model: 'scripted-model', sampling: { seed: 7 } } });
+      const r = group.rollouts[0];
+      assert.ok(r);
+      assert.equal(lostAcks, 1, 'the fault was injected');
+      assert.deepEqual([r.reward, r.outcomeClass, r.attempts, r.turns], [1, 'ok', 1, 2]);
+      assert.equal(server.requests.length, 2, 'one model call per turn: the retried turn returned the recorded answer');
+      const names = await h.store.list(r.trajectoryRef, 'attempt-00/');
+      assert.deepEqual(names.filter((n) => n.endsWith('.policy.json')), ['attempt-00/turn-0000.policy.json', 'attempt-00/turn-0001.policy.json']);
     } finally {
       await h.stopWorkers();
       await server.close();
