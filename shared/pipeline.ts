@@ -198,6 +198,13 @@ export const GroupInputSchema = z
      */
     policyVersion: z.number().int().min(0).default(0),
     staleness: StalenessSchema.default({ onStale: 'keep' }),
+    /**
+     * Where each turn's policy call runs. `queue`: an activity on the policy task queue (rate limited
+     * there across every worker by `rollout worker --policy-rate`). `local`: a local activity of the
+     * rollout's own workflow worker, recorded as a marker in its history: two server round trips fewer
+     * per turn, no queue rate limit (docs/benchmarks.md, "Round trips per rollout").
+     */
+    policyCalls: z.enum(['queue', 'local']).default('queue'),
     /** Task queues of this pipeline's workers (separate pipelines can share one namespace). */
     taskQueues: z
       .object({ main: z.string().min(1), policy: z.string().min(1) })

@@ -11,7 +11,7 @@
  * end the agent loop but are still verified and scored. Infra failures end
  * the attempt; a new one starts on a fresh sandbox until retries run out.
  */
-import { CancellationScope, isCancellation, log, metricMeter, patched, proxyActivities, setCurrentDetails, setHandler, sleep, upsertSearchAttributes, workflowInfo, type ActivityOptions } from '@temporalio/workflow';
+import { CancellationScope, isCancellation, log, metricMeter, patched, proxyActivities, proxyLocalActivities, setCurrentDetails, setHandler, sleep, upsertSearchAttributes, workflowInfo, type ActivityOptions, type LocalActivityOptions } from '@temporalio/workflow';
 import type { PipelineActivities, ProvisionOutput } from '../activities/createActivities.js';
 import type { AttemptSummary, ExperimentRecord, OutcomeClass, RolloutInput, RolloutResult, StageTimings } from '../shared/pipeline.js';
 import { NEVER_RETRIED } from '../shared/failures.js';
@@ -65,6 +65,14 @@ type ActivityName = Exclude<keyof Activities, symbol>;
 function activity<K extends ActivityName>(name: K, options: ActivityOptions): (summary: string, ...args: Parameters<Activities[K]>) => Promise<Awaited<ReturnType<Activities[K]>>> {
   const fn = proxyActivities<Activities>(options)[name] as unknown as {
     executeWithOptions(options: ActivityOptions, args: Parameters<Activities[K]>): Promise<Awaited<ReturnType<Activities[K]>>>;
+  };
+  return (summary, ...args) => fn.executeWithOptions({ ...options, summary }, args);
+}
+
+/** The same as `activity`, run as a local activity of this workflow's worker (a marker in the history, with its summary). */
+function localActivity<K extends ActivityName>(name: K, options: LocalActivityOptions): (summary: string, ...args: Parameters<Activities[K]>) => Promise<Awaited<ReturnType<Activities[K]>>> {
+  const fn = proxyLocalActivities<Activities>(options)[name] as unknown as {
+    executeWithOptions(options: LocalActivityOptions, args: Parameters<Activities[K]>): Promise<Awaited<ReturnType<Activities[K]>>>;
   };
   return (summary, ...args) => fn.executeWithOptions({ ...options, summary }, args);
 }
@@ -132,15 +140,26 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
     // A failed provision is an infra failure of the attempt; the attempt loop retries on a fresh sandbox.
     retry: { maximumAttempts: 1 },
   });
-  const policyStep = activity('policyStep', {
-    taskQueue: group.taskQueues.policy,
-    startToCloseTimeout: '5 minutes',
-    // It heartbeats while the model answers: a policy worker that died or was cut off is noticed in 15 s.
-    heartbeatTimeout: HEARTBEAT_TIMEOUT,
-    // An unavailable endpoint (5xx, 429, refused, timeout) is waited out here, never shown to the model.
-    retry: { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '15 seconds', maximumAttempts: 20, nonRetryableErrorTypes: NON_RETRYABLE },
-  });
-  const recordRollout = activity('recordRollout', { taskQueue: group.taskQueues.main, startToCloseTimeout: '1 minute', retry: { maximumAttempts: 5, initialInterval: '1 second' } });
+  // An unavailable endpoint (5xx, 429, refused, timeout) is waited out here, never shown to the model.
+  const policyRetry = { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '15 seconds', maximumAttempts: 20, nonRetryableErrorTypes: NON_RETRYABLE };
+  // group.policyCalls 'local': the call runs in this workflow's worker, a marker instead of an activity
+  // task and the workflow task that follows it. A worker that dies mid-call is noticed when the workflow
+  // task times out; the next worker asks again, or returns the answer if it was recorded (policyStep).
+  const policyStep =
+    group.policyCalls === 'local' && patched('policy-calls-as-local-activities')
+      ? localActivity('policyStep', { startToCloseTimeout: '5 minutes', localRetryThreshold: '10 seconds', retry: policyRetry })
+      : activity('policyStep', {
+          taskQueue: group.taskQueues.policy,
+          startToCloseTimeout: '5 minutes',
+          // It heartbeats while the model answers: a policy worker that died or was cut off is noticed in 15 s.
+          heartbeatTimeout: HEARTBEAT_TIMEOUT,
+          retry: policyRetry,
+        });
+  const recordRetry = { maximumAttempts: 5, initialInterval: '1 second' };
+  const recordRolloutTask = activity('recordRollout', { taskQueue: group.taskQueues.main, startToCloseTimeout: '1 minute', retry: recordRetry });
+  // One store write needs no task of its own: a local activity of this worker (rollouts from before run the activity).
+  const recordRollout: typeof recordRolloutTask = (summary, ...args) =>
+    patched('record-rollout-as-local-activity') ? localActivity('recordRollout', { startToCloseTimeout: '1 minute', retry: recordRetry })(summary, ...args) : recordRolloutTask(summary, ...args);
   const policyName = group.policy.kind === 'scripted' ? `scripted:${group.policy.script}` : group.policy.model;
   /** Live details the Temporal UI shows while the rollout runs. */
   const showProgress = (): void => {

@@ -144,7 +144,7 @@ export class FaultHost {
 export async function runGroups(
   client: Client,
   host: FaultHost,
-  options: { batchId: string; tasks: string[]; groupSize: number; policy: PolicyConfig; limits?: Partial<RolloutLimits>; minValid?: number },
+  options: { batchId: string; tasks: string[]; groupSize: number; policy: PolicyConfig; limits?: Partial<RolloutLimits>; minValid?: number; policyCalls?: 'queue' | 'local' },
 ): Promise<{ batch: Awaited<ReturnType<typeof submitBatch>>; results: () => Promise<GroupResult[]> }> {
   const batch = await submitBatch(client, {
     batchId: options.batchId,
@@ -154,6 +154,7 @@ export async function runGroups(
     minValid: options.minValid ?? 1,
     policy: options.policy,
     ...(options.limits ? { limits: options.limits } : {}),
+    ...(options.policyCalls ? { policyCalls: options.policyCalls } : {}),
   });
   return {
     batch,

@@ -132,6 +132,37 @@ describe('fault suite', { timeout: 1_800_000 }, () => {
     }
   });
 
+  test('1c. policy calls as local activities: the worker SIGKILLed while the model answers, a new worker started: each turn is asked again or its recorded answer returned, and every rollout finishes in its first sandbox', async () => {
+    const host = new FaultHost(scratch, 'local-policy');
+    // Every answer takes 3 s: the kill lands while the second turn's calls are in the worker.
+    const llm = await startScriptedOpenAIServer((_req, turn) => (turn === 0 ? { content: 'Writing.', toolCalls: [{ name: 'bash', arguments: { command: WRITE_GREETING } }] } : { content: 'Done.', toolCalls: [{ name: 'submit', arguments: {} }] }), { delayMs: 3_000 });
+    try {
+      const first = await host.startWorker();
+      const batchId = `fault-local-policy-${Date.now()}`;
+      const run = await runGroups(client, host, { batchId, tasks: [greetingTask], groupSize: 3, policy: openai(llm), policyCalls: 'local' });
+      await eventually(async () => llm.requests.length, (n) => n >= 4, 'a second-turn policy call in flight', 120_000);
+      first.kill('SIGKILL');
+      await first.exited;
+      const askedBeforeKill = llm.requests.length;
+      await host.startWorker();
+      const groups = await run.results();
+      const rollouts = rolloutsOf(groups);
+      assert.deepEqual(rollouts.map((r) => [r.reward, r.outcomeClass, r.attempts]), [[1, 'ok', 1], [1, 'ok', 1], [1, 'ok', 1]], 'each rollout continued in its first sandbox');
+      const store = new FsTrajectoryStore(host.trajectories);
+      for (const r of rollouts) {
+        const names = await store.list(r.trajectoryRef, 'attempt-00/');
+        assert.equal(names.filter((n) => n.endsWith('.policy.json')).length, 2, `${r.trajectoryRef}: two policy turns`);
+        assert.equal(names.filter((n) => /\.tool-\d+\.json$/.test(n)).length, 1, `${r.trajectoryRef}: one tool record`);
+      }
+      // The calls the dead worker held were asked again (at most one per rollout); the rest once.
+      assert.ok(llm.requests.length >= 6 && llm.requests.length <= 6 + (askedBeforeKill - 3), `${llm.requests.length} policy requests for 6 turns, ${askedBeforeKill} asked before the kill`);
+      rows.push(rowFor('worker SIGKILLed mid policy call (local activity), restarted', 1, groups, 3, await assertLeakFree(host)));
+    } finally {
+      await host.stop(client);
+      await llm.close();
+    }
+  });
+
   test('2. the Temporal dev server stopped and restarted (--db-filename) mid-batch: the batch completes', async () => {
     const host = new FaultHost(scratch, 'server-restart');
     const llm = await startScriptedOpenAIServer(slowGreeting(4));
