@@ -114,7 +114,13 @@ export class BenchHost {
     await this.stopWorker();
     const provider = new LocalSandboxProvider({ stateRoot: this.sandboxRoot });
     for (const record of await provider.list().catch(() => [])) await provider.teardown(record.id).catch(() => undefined);
-    await client?.schedule.getHandle(janitorScheduleId(this.name)).delete().catch(() => undefined);
+    // Bounded: after a Ctrl-C the server may be gone already, and the client would retry for a minute.
+    if (client) {
+      let timer: NodeJS.Timeout | undefined;
+      const deleted = client.schedule.getHandle(janitorScheduleId(this.name)).delete().catch(() => undefined);
+      await Promise.race([deleted, new Promise<void>((r) => (timer = setTimeout(r, 5_000)))]);
+      clearTimeout(timer);
+    }
     await this.machine?.destroy();
   }
 }

@@ -10,14 +10,19 @@ type Step = { what: string; undo: () => Promise<void> | void };
 export class CleanupStack {
   private readonly steps: Step[] = [];
   private running: Promise<void> | undefined;
+  private interrupted = false;
+  // Stays registered until the steps are done: a second signal (a Ctrl-C reaches tsx's parent
+  // process too, which relays it) must not find the process without a handler and end it mid-cleanup.
   private readonly onSignal = (signal: NodeJS.Signals): void => {
+    if (this.interrupted) return;
+    this.interrupted = true;
     process.stderr.write(`\n${signal}: stopping what the benchmark started (${this.steps.length} steps)...\n`);
     void this.run().finally(() => process.exit(signal === 'SIGINT' ? 130 : 143));
   };
 
   constructor() {
-    process.once('SIGINT', this.onSignal);
-    process.once('SIGTERM', this.onSignal);
+    process.on('SIGINT', this.onSignal);
+    process.on('SIGTERM', this.onSignal);
   }
 
   /** Adds a step; the function returned runs it now (once) and takes it off the stack. */

@@ -15,6 +15,7 @@ import { resolveTemporalServer } from '../cluster/temporalServerBinary.js';
 import { freePort, startDevServer } from '../workers/temporalDevServer.js';
 import { CgroupCpu } from './cgroupCpu.js';
 import { CleanupStack } from './cleanupStack.js';
+import { keepWal } from './pgCounters.js';
 import { BENCH_GROUP, HOSTS_GROUP, runConfig, type ConfigEnv, type ConfigResult, type ConfigSpec, type ServerUnderTest } from './clusterConfigRun.js';
 import { benchPolicy, startBenchPolicyServer, TURNS } from './workload.js';
 
@@ -29,6 +30,7 @@ export interface ClusterBenchOptions {
   shards: number;
   historyProcesses: number;
   netns: boolean;
+  /** Split in three windows; the idle rate is the median of theirs. */
   idleMs: number;
   settleMs: number;
   db: 'memory' | 'file';
@@ -111,6 +113,7 @@ export async function runClusterBench(ctx: { scratch: string; taskDirs: string[]
       const cluster = await LocalTemporalCluster.start({ dir: clusterDir, historyShards: options.shards, historyProcesses: options.historyProcesses, loopbackPrefix: `127.82.${1 + Math.floor(Math.random() * 250)}`, binaries });
       const stopCluster = cleanup.push('cluster', () => cluster.destroy());
       clusterServer = cluster.serverVersion;
+      await keepWal(cluster.postgres.url);
       const components = clusterComponents(options.historyProcesses);
       cgroups.add('postgres', cluster.postgres.pid as number, { tree: true });
       for (const name of components.slice(1)) cgroups.add(name, cluster.service(name).pid as number);
@@ -122,6 +125,7 @@ export async function runClusterBench(ctx: { scratch: string; taskDirs: string[]
         namespace: cluster.namespace,
         metricsUrls: state.services.map((s) => s.metrics),
         pgUrl: cluster.postgres.url,
+        pgDataDir: cluster.postgres.dataDir,
         components,
       };
       for (const hosts of options.configs.filter((c): c is number => c !== 'dev')) {

@@ -37,11 +37,12 @@ export function formatClusterBench(r: ClusterBenchResult): string {
     ['  = total', (c) => num(sum(c, Object.keys(c.perRollout).filter((k) => k.startsWith('cpu:')), c.perRollout), 0)],
     ['  total, idle not subtracted', (c) => num(sum(c, Object.keys(c.perRolloutGross).filter((k) => k.startsWith('cpu:')), c.perRolloutGross), 0)],
     ['server-side idle CPU ms/s', (c) => num(sum(c, SERVER_SIDE(c), c.idlePerSecond), 0)],
-    ['DB commits / rollout', per('db:commits')],
+    ['DB write transactions / rollout', per('db:writeTransactions')],
+    ['DB transactions incl. reads / rollout', per('db:commits')],
     ['DB rows written / rollout', per('db:tupleWrites')],
     ['WAL KiB / rollout', (c) => ('db:walBytes' in c.perRollout ? num((c.perRollout['db:walBytes'] ?? 0) / 1024) : '-')],
     ['visibility commits / rollout', per('db:visibilityCommits')],
-    ['DB commits/s idle', (c) => ('db:commits' in c.idlePerSecond ? num(c.idlePerSecond['db:commits']) : '-')],
+    ['DB write transactions/s idle', (c) => ('db:writeTransactions' in c.idlePerSecond ? num(c.idlePerSecond['db:writeTransactions']) : '-')],
     ['state transitions / rollout', per('server:stateTransitions')],
     ['shard writes / rollout', per('server:shardWrites')],
     ['UpdateWorkflowExecution mean ms', (c) => num(c.updateLatencyMs, 2)],
@@ -51,7 +52,7 @@ export function formatClusterBench(r: ClusterBenchResult): string {
     ['load average start → end', (c) => `${c.loadAverageStart[0]} → ${c.loadAverageEnd[0]}`],
   ];
   const header = [
-    `${o.groups} groups × ${o.groupSize} rollouts, ${r.turns} turns, policy ${o.delayMs} ms/turn; cluster: ${o.shards} shards, ${o.historyProcesses} history processes; window = batch + ${o.settleMs / 1000} s, idle rate from ${o.idleMs / 1000} s before it`,
+    `${o.groups} groups × ${o.groupSize} rollouts, ${r.turns} turns, policy ${o.delayMs} ms/turn; cluster: ${o.shards} shards, ${o.historyProcesses} history processes; window = batch + ${o.settleMs / 1000} s, idle rate: median of three windows in the ${o.idleMs / 1000} s before it`,
     `servers: dev ${r.devServer ?? '-'}; cluster ${r.clusterServer ?? '-'}`,
   ];
   return [...header, formatTable(['', ...cs.map((c) => c.label)], rows.map(([name, f]) => [name, ...cs.map(f)]))].join('\n');

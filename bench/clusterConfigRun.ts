@@ -1,12 +1,13 @@
 /**
  * One configuration of the cluster benchmark: a Temporal server that is already up (the dev
  * server, or the local cluster), N worker hosts started for it, one warm-up group (a policy with no
- * latency, unmeasured), then an idle window and the measured batch. Every counter (CPU of each
- * component's cgroup, the workers' own CPU, the server's metrics, PostgreSQL's statistics) is read
- * at four points: A and B around the idle window, C when the last group came back, D after a pause
- * that lets PostgreSQL's statistics arrive. Per rollout = ((D - B) - idle rate × (tD - tB)) / N: what
- * the batch added on top of a system that polls, heartbeats its membership and renews its shards
- * while nothing runs. Gross per rollout and the idle rates are kept too.
+ * latency, unmeasured), a pause, an idle window and the measured batch. Every counter (CPU of each
+ * component's cgroup, the workers' own CPU, the server's metrics, PostgreSQL's statistics and WAL)
+ * is read four times over the idle window (A ... B; the idle rate of a counter is the median of its
+ * three windows' rates) and once more at D, a pause after the last group came back (the pause lets
+ * PostgreSQL's statistics arrive). Per rollout = ((D - B) - idle rate × (tD - tB)) / N: what the
+ * batch added on top of a system that polls, heartbeats its membership and renews its shards while
+ * nothing runs. Gross per rollout and the idle rates are kept too.
  */
 import { Client, Connection } from '@temporalio/client';
 import { submitBatch } from '../client/submitBatch.js';
@@ -17,7 +18,7 @@ import type { Reachable } from '../test/helpers/netns/netnsHost.js';
 import { BenchHost } from './benchHost.js';
 import type { CgroupCpu } from './cgroupCpu.js';
 import type { CleanupStack } from './cleanupStack.js';
-import { readDbCounters } from './pgCounters.js';
+import { readDbCounters, WalCommitCounter } from './pgCounters.js';
 import { loadAverages } from './procStats.js';
 import { scrapeServer } from './serverMetrics.js';
 
@@ -30,8 +31,9 @@ export interface ServerUnderTest {
   address: string;
   namespace: string;
   metricsUrls: string[];
-  /** PostgreSQL of the cluster (none for the dev server's SQLite). */
+  /** PostgreSQL of the cluster (none for the dev server's SQLite), and its data directory (for pg_waldump). */
   pgUrl?: string;
+  pgDataDir?: string;
   /** The cgroups of the server's processes, in table order. */
   components: string[];
 }
@@ -96,7 +98,14 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
  * PostgreSQL, walking /proc): what each cgroup spent between the first reading and the last is
  * added to `overheadMs` and taken out of every later reading, so no window pays for the readings.
  */
-async function snapshot(env: ConfigEnv, server: ServerUnderTest, hosts: BenchHost[], overheadMs: Record<string, number>): Promise<Snapshot> {
+interface Readers {
+  hosts: BenchHost[];
+  /** CPU the readings themselves cost, per cgroup, so far. */
+  overheadMs: Record<string, number>;
+  wal: WalCommitCounter | undefined;
+}
+
+async function snapshot(env: ConfigEnv, server: ServerUnderTest, { hosts, overheadMs, wal }: Readers): Promise<Snapshot> {
   const t = Date.now();
   const before = env.cgroups.usageMs();
   const workers = hosts.reduce((a, h) => a + h.workerCpuMs(), 0);
@@ -105,7 +114,12 @@ async function snapshot(env: ConfigEnv, server: ServerUnderTest, hosts: BenchHos
   values['cpu:rollout workers'] = workers;
   values['cpu:sandboxes'] = (before[HOSTS_GROUP] ?? 0) - (overheadMs[HOSTS_GROUP] ?? 0) - workers;
   for (const [k, v] of Object.entries(await scrapeServer(server.metricsUrls))) values[`server:${k}`] = v;
-  if (server.pgUrl) for (const [k, v] of Object.entries(await readDbCounters(server.pgUrl))) values[`db:${k}`] = v;
+  if (server.pgUrl) {
+    const db = await readDbCounters(server.pgUrl);
+    for (const [k, v] of Object.entries(db)) values[`db:${k}`] = v;
+    const commits = wal?.advance(db.walBytes);
+    if (commits !== undefined && commits !== null) values['db:writeTransactions'] = commits;
+  }
   const after = env.cgroups.usageMs();
   for (const [c, ms] of Object.entries(after)) overheadMs[c] = (overheadMs[c] ?? 0) + ms - (before[c] ?? 0);
   return { t, values };
@@ -115,6 +129,21 @@ function rates(a: Snapshot, b: Snapshot): Record<string, number> {
   const s = Math.max(0.001, (b.t - a.t) / 1000);
   return Object.fromEntries(Object.keys(b.values).map((k) => [k, ((b.values[k] ?? 0) - (a.values[k] ?? 0)) / s]));
 }
+
+/** Per counter, the median of its rates over consecutive windows: one janitor run or GC in one window does not set the idle rate. */
+function medianRates(snapshots: Snapshot[]): Record<string, number> {
+  const windows = snapshots.slice(1).map((s, i) => rates(snapshots[i] as Snapshot, s));
+  const keys = Object.keys(windows[0] ?? {});
+  return Object.fromEntries(
+    keys.map((k) => {
+      const sorted = windows.map((w) => w[k] ?? 0).sort((x, y) => x - y);
+      return [k, sorted[Math.floor(sorted.length / 2)] ?? 0];
+    }),
+  );
+}
+
+/** Windows the idle rate is the median of. */
+const IDLE_WINDOWS = 3;
 
 /** Rollout end to end from visibility, once every rollout of the batch is listed closed. */
 async function rolloutDurations(client: Client, batchId: string, expected: number): Promise<number[]> {
@@ -173,10 +202,14 @@ export async function runConfig(env: ConfigEnv, server: ServerUnderTest, spec: C
     for (const g of warm) if (g.status !== 'complete') throw new Error(`warm-up group of ${spec.label} ${g.status}: ${g.statusReason}`);
 
     await sleep(spec.settleMs);
-    const overheadMs: Record<string, number> = {};
-    const a = await snapshot(env, server, hosts, overheadMs);
-    await sleep(spec.idleMs);
-    const b = await snapshot(env, server, hosts, overheadMs);
+    const readers: Readers = { hosts, overheadMs: {}, wal: server.pgDataDir ? new WalCommitCounter(server.pgDataDir) : undefined };
+    const idleSnapshots = [await snapshot(env, server, readers)];
+    for (let i = 0; i < IDLE_WINDOWS; i++) {
+      await sleep(spec.idleMs / IDLE_WINDOWS);
+      idleSnapshots.push(await snapshot(env, server, readers));
+    }
+    const a = idleSnapshots[0] as Snapshot;
+    const b = idleSnapshots[IDLE_WINDOWS] as Snapshot;
     const rollouts = spec.groups * spec.groupSize;
     const batchId = `${queuePrefix}-batch`;
     env.log(`  ${spec.label}: ${spec.groups} groups × ${spec.groupSize} = ${rollouts} rollouts`);
@@ -193,7 +226,7 @@ export async function runConfig(env: ConfigEnv, server: ServerUnderTest, spec: C
     });
     const wallMs = Date.now() - submitted;
     await sleep(spec.settleMs);
-    const d = await snapshot(env, server, hosts, overheadMs);
+    const d = await snapshot(env, server, readers);
     const e2e = await rolloutDurations(client, batchId, rollouts);
 
     for (const h of hosts) await h.stopWorker();
@@ -203,7 +236,8 @@ export async function runConfig(env: ConfigEnv, server: ServerUnderTest, spec: C
     const errorTypes: Record<string, number> = {};
     for (const r of notOk) errorTypes[`${r.outcomeClass}/${r.outcomeType}`] = (errorTypes[`${r.outcomeClass}/${r.outcomeType}`] ?? 0) + 1;
 
-    const idle = rates(a, b);
+    if (readers.wal?.lastError) env.log(`  ${spec.label}: write transactions not counted: ${readers.wal.lastError}`);
+    const idle = medianRates(idleSnapshots);
     const windowS = (d.t - b.t) / 1000;
     const perRollout: Record<string, number> = {};
     const perRolloutGross: Record<string, number> = {};

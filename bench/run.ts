@@ -14,7 +14,7 @@
  *   --model-tasks write-greeting,fix-median --model-group-size 2 --model-max-turns 4 --model-max-tokens 256
  *                              section 6 (needs ROLLOUT_MODEL_GGUF from scripts/ensure-model.sh, else skipped)
  *   --cluster-configs dev,1,2,3 --cluster-groups 6 --cluster-group-size 4 --cluster-delay-ms 2000
- *   --cluster-shards 8 --cluster-history 2 --cluster-netns on|off --cluster-idle-s 10 --cluster-settle-s 11
+ *   --cluster-shards 8 --cluster-history 2 --cluster-netns on|off --cluster-idle-s 12 --cluster-settle-s 11
  *                              section `cluster` (not in the default list; needs the real server,
  *                              scripts/ensure-temporal-server.sh, and root for cgroups and namespaces)
  *
@@ -87,7 +87,7 @@ const { values } = parseArgs({
     'cluster-shards': { type: 'string', default: '8' },
     'cluster-history': { type: 'string', default: '2' },
     'cluster-netns': { type: 'string', default: 'on' },
-    'cluster-idle-s': { type: 'string', default: '10' },
+    'cluster-idle-s': { type: 'string', default: '12' },
     'cluster-settle-s': { type: 'string', default: '11' },
   },
   strict: true,
@@ -122,6 +122,8 @@ if (values.db !== 'memory' && values.db !== 'file') throw new Error('--db is mem
 // The bench process is a Temporal client only; keep the SDK's own log lines quiet.
 installRuntime(createLogger('bench'));
 const scratch = mkdtempSync(join(tmpdir(), 'rollout-bench-'));
+// Also when a section's cleanup ends the process on Ctrl-C (bench/cleanupStack.ts), past the finally below.
+process.on('exit', () => rmSync(scratch, { recursive: true, force: true }));
 const out: Record<string, unknown> = { machine: await machineFacts(), commandLine: process.argv.slice(2).join(' ') };
 log(`rollout-pipeline benchmarks · ${JSON.stringify(out.machine)}`);
 

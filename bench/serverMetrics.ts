@@ -74,9 +74,3 @@ export async function scrapeServer(urls: string[]): Promise<ServerCounters> {
   );
   return countersOf(texts.flatMap(parsePrometheus));
 }
-
-export function countersDelta(after: ServerCounters, before: ServerCounters): ServerCounters {
-  const out = { ...after };
-  for (const k of Object.keys(out) as (keyof ServerCounters)[]) out[k] = after[k] - before[k];
-  return out;
-}
