@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --json] [-- --sections 1,2,3,4] [size flags]`
+ * `npm run bench [-- --json] [-- --sections 1,2,3,4,cluster] [size flags]`
  *   --cycles N --alive N       section 1 (default 200, 200)
  *   --batches 8,32,128         section 2 batch sizes in rollouts (--group-size 8)
  *   --concurrency 1000         section 3 rollouts at once (groups of --curve-group-size 10)
@@ -13,6 +13,10 @@
  *   --task-files 1,2000,10000  section 5 sizes of environment/ in files (10 KiB each)
  *   --model-tasks write-greeting,fix-median --model-group-size 2 --model-max-turns 4 --model-max-tokens 256
  *                              section 6 (needs ROLLOUT_MODEL_GGUF from scripts/ensure-model.sh, else skipped)
+ *   --cluster-configs dev,1,2,3 --cluster-groups 6 --cluster-group-size 4 --cluster-delay-ms 2000
+ *   --cluster-shards 8 --cluster-history 2 --cluster-netns on|off --cluster-idle-s 12 --cluster-settle-s 11
+ *                              section `cluster` (not in the default list; needs the real server,
+ *                              scripts/ensure-temporal-server.sh, and root for cgroups and namespaces)
  *
  * How fast the pipeline is and how its cost grows, as ratios and percentiles
  * against baselines measured in the same run; never a timed assertion.
@@ -29,6 +33,11 @@
  *   6. a real model (llama.cpp + Qwen2.5-Coder-0.5B) on the sample tasks: wall
  *      time per turn split into model time and the pipeline's own time, and the
  *      fraction of a rollout's wall time that is not the model's
+ *   cluster. the same batch on the dev server (one worker host) and on the
+ *      production topology (PostgreSQL + every Temporal service its own process)
+ *      with 1, 2, 3 worker hosts: rollouts/s, p50/p95, CPU per rollout by
+ *      component (cgroup cpuacct), database writes, state transitions and tasks
+ *      per rollout (bench/clusterBench.ts; the capacity model: docs/scaling.md)
  * Every section records the machine and the load average at its start and end.
  */
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
@@ -43,6 +52,8 @@ import { runConcurrency, formatConcurrency, SETUPS, type SetupName } from './con
 import { runScaling, formatScaling } from './scaling.js';
 import { runTaskLoading, formatTaskLoading } from './taskLoading.js';
 import { runRealModel, formatRealModel } from './realModel.js';
+import { parseClusterConfigs, runClusterBench } from './clusterBench.js';
+import { formatClusterBench } from './clusterBenchTable.js';
 import { loadAverages } from './procStats.js';
 import { machineFacts } from './stats.js';
 import { createBenchTasks } from './workload.js';
@@ -69,12 +80,34 @@ const { values } = parseArgs({
     'model-group-size': { type: 'string', default: '2' },
     'model-max-turns': { type: 'string', default: '4' },
     'model-max-tokens': { type: 'string', default: '256' },
+    'cluster-configs': { type: 'string', default: 'dev,1,2,3' },
+    'cluster-groups': { type: 'string', default: '6' },
+    'cluster-group-size': { type: 'string', default: '4' },
+    'cluster-delay-ms': { type: 'string', default: '2000' },
+    'cluster-shards': { type: 'string', default: '8' },
+    'cluster-history': { type: 'string', default: '2' },
+    'cluster-netns': { type: 'string', default: 'on' },
+    'cluster-idle-s': { type: 'string', default: '12' },
+    'cluster-settle-s': { type: 'string', default: '11' },
   },
   strict: true,
 });
 
 const list = (s: string): number[] => s.split(',').filter(Boolean).map(Number);
-const sections = new Set(list(values.sections));
+type SectionId = number | 'cluster';
+const SECTION_IDS: SectionId[] = [1, 2, 3, 4, 5, 6, 'cluster'];
+const sections = new Set(
+  values.sections
+    .split(',')
+    .filter(Boolean)
+    .map((s): SectionId => {
+      const id = s === 'cluster' ? s : Number(s);
+      if (!SECTION_IDS.includes(id)) throw new Error(`--sections: unknown section ${JSON.stringify(s)}; known: ${SECTION_IDS.join(', ')}`);
+      return id;
+    }),
+);
+if (values['cluster-netns'] !== 'on' && values['cluster-netns'] !== 'off') throw new Error('--cluster-netns is on or off');
+const clusterConfigs = parseClusterConfigs(values['cluster-configs']);
 const log = values.json ? (): void => undefined : (line: string): void => console.log(line);
 const setupNames = (s: string): SetupName[] =>
   s
@@ -89,24 +122,26 @@ if (values.db !== 'memory' && values.db !== 'file') throw new Error('--db is mem
 // The bench process is a Temporal client only; keep the SDK's own log lines quiet.
 installRuntime(createLogger('bench'));
 const scratch = mkdtempSync(join(tmpdir(), 'rollout-bench-'));
+// Also when a section's cleanup ends the process on Ctrl-C (bench/cleanupStack.ts), past the finally below.
+process.on('exit', () => rmSync(scratch, { recursive: true, force: true }));
 const out: Record<string, unknown> = { machine: await machineFacts(), commandLine: process.argv.slice(2).join(' ') };
 log(`rollout-pipeline benchmarks · ${JSON.stringify(out.machine)}`);
 
-async function section<T>(n: number, name: string, run: () => Promise<T>, format: (r: T) => string): Promise<void> {
+async function section<T>(n: SectionId, name: string, run: () => Promise<T>, format: (r: T) => string): Promise<void> {
   if (!sections.has(n)) return;
   const loadStart = loadAverages();
   log('');
-  log(`== ${n}. ${name} (load average at start ${loadStart.join(' ')}) ==`);
+  log(`== ${typeof n === 'number' ? `${n}.` : `${n}:`} ${name} (load average at start ${loadStart.join(' ')}) ==`);
   const startedAt = new Date().toISOString();
   const result = await run();
   const loadEnd = loadAverages();
-  out[`section${n}`] = { name, startedAt, loadAverageStart: loadStart, loadAverageEnd: loadEnd, ...result };
+  out[typeof n === 'number' ? `section${n}` : n] = { name, startedAt, loadAverageStart: loadStart, loadAverageEnd: loadEnd, ...result };
   log(format(result));
   log(`(load average at end ${loadEnd.join(' ')})`);
 }
 
 try {
-  const maxGroups = Math.max(1, ...list(values.batches).map((b) => Math.ceil(b / Number(values['group-size']))), Math.ceil(Number(values.concurrency) / Number(values['curve-group-size'])), ...list(values.curve).map((c) => Math.ceil(c / Number(values['curve-group-size']))));
+  const maxGroups = Math.max(1, Number(values['cluster-groups']), ...list(values.batches).map((b) => Math.ceil(b / Number(values['group-size']))), Math.ceil(Number(values.concurrency) / Number(values['curve-group-size'])), ...list(values.curve).map((c) => Math.ceil(c / Number(values['curve-group-size']))));
   const taskDirs = createBenchTasks(join(scratch, 'tasks'), maxGroups);
   let bundleFile = '';
   const bundle = async (): Promise<string> => {
@@ -175,6 +210,27 @@ try {
       });
     },
     formatRealModel,
+  );
+  await section(
+    'cluster',
+    `the production topology: dev server against the real cluster with 1-3 worker hosts (policy latency ${values['cluster-delay-ms']} ms)`,
+    () =>
+      runClusterBench(
+        { scratch, taskDirs, log },
+        {
+          configs: clusterConfigs,
+          groups: Number(values['cluster-groups']),
+          groupSize: Number(values['cluster-group-size']),
+          delayMs: Number(values['cluster-delay-ms']),
+          shards: Number(values['cluster-shards']),
+          historyProcesses: Number(values['cluster-history']),
+          netns: values['cluster-netns'] === 'on',
+          idleMs: Number(values['cluster-idle-s']) * 1000,
+          settleMs: Number(values['cluster-settle-s']) * 1000,
+          db: values.db as 'memory' | 'file',
+        },
+      ),
+    formatClusterBench,
   );
   out.finishedAt = new Date().toISOString();
   out.loadAverageEnd = loadAverages();

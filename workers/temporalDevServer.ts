@@ -28,6 +28,8 @@ export interface DevServerOptions {
   /** SQLite file that keeps the server's state across restarts; in-memory when absent. */
   dbFilename?: string;
   namespace?: string;
+  /** Port of the server's Prometheus endpoint (http://<ip>:<port>/metrics); the CLI picks one when absent. */
+  metricsPort?: number;
   /** Where the server's own output goes; a file under the OS temp dir when absent. */
   logFile?: string;
   startTimeoutMs?: number;
@@ -135,6 +137,7 @@ export async function startDevServer(options: DevServerOptions = {}): Promise<Ru
   if (uiPort === undefined) args.push('--headless');
   else args.push('--ui-port', String(uiPort));
   if (options.dbFilename) args.push('--db-filename', options.dbFilename);
+  if (options.metricsPort !== undefined) args.push('--metrics-port', String(options.metricsPort));
 
   const logFd = openSync(logFile, 'a');
   const child = spawn(binary.path, args, { stdio: ['ignore', logFd, logFd], detached: options.ownProcessGroup ?? false });
