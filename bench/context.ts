@@ -6,4 +6,6 @@ export interface BenchContext {
   /** The prebuilt workflow bundle, as JSON, for the worker processes. */
   bundleFile: string;
   log: (line: string) => void;
+  /** Where the rollouts' policy calls run (--policy-calls; the group default when absent). */
+  policyCalls?: 'queue' | 'local';
 }

@@ -89,7 +89,7 @@ export async function runOrchestration(ctx: BenchContext, options: { batches: nu
     const bare = await bareEnvironment(ctx, 'orchestration', policy);
     const bareAlone = summarizeBare(await runBareBatch(bare(false), 8, 1));
     ctx.log(`  bare loop, one rollout at a time: p50 ${bareAlone.e2e.p50.toFixed(0)} ms`);
-    const env = { scratch: ctx.scratch, taskDirs: ctx.taskDirs, bundleFile: ctx.bundleFile, policy, policyServer: server };
+    const env = { scratch: ctx.scratch, taskDirs: ctx.taskDirs, bundleFile: ctx.bundleFile, ...(ctx.policyCalls ? { policyCalls: ctx.policyCalls } : {}), policy, policyServer: server };
     const rows: OrchestrationRow[] = [];
     for (const batch of options.batches) {
       const groups = Math.max(1, Math.round(batch / options.groupSize));

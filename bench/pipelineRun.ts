@@ -57,6 +57,8 @@ export interface PipelineEnv {
   policy: PolicyConfig;
   /** The policy's HTTP server, to read how many requests were open at once. */
   policyServer?: ScriptedOpenAIServer;
+  /** group.policyCalls of every batch (the default when absent). */
+  policyCalls?: 'queue' | 'local';
 }
 
 export interface QueueBacklog {
@@ -216,7 +218,7 @@ export async function runPipelineBatch(env: PipelineEnv, spec: PipelineRunSpec, 
     const rollouts = spec.groups * spec.groupSize;
     const batchId = `bench-${spec.label.replace(/[^A-Za-z0-9_-]/g, '_')}-${Date.now().toString(36)}`;
     if (spec.warmup) {
-      const warm = await submitBatch(client, { batchId: `${batchId}-warmup`, tasks: env.taskDirs.slice(0, 1), groupSize: 1, minValid: 1, policy: env.policy, taskQueues: queues });
+      const warm = await submitBatch(client, { batchId: `${batchId}-warmup`, tasks: env.taskDirs.slice(0, 1), groupSize: 1, minValid: 1, policy: env.policy, taskQueues: queues, ...(env.policyCalls ? { policyCalls: env.policyCalls } : {}) });
       for await (const group of warm.results()) if (group.status !== 'complete') throw new Error(`warm-up group ${group.status}: ${group.statusReason}`);
     }
 
@@ -264,6 +266,7 @@ export async function runPipelineBatch(env: PipelineEnv, spec: PipelineRunSpec, 
       minValid: 1,
       policy: env.policy,
       taskQueues: queues,
+      ...(env.policyCalls ? { policyCalls: env.policyCalls } : {}),
       // The benchmark counts errors; it must not hide them behind retries.
       failurePolicy: { infra: { retries: 0, backoffSec: 1, onExhausted: 'mask' } },
     });

@@ -6,6 +6,7 @@
  *   --curve 10,100,1000        section 4 concurrencies
  *   --delay-ms 2000            policy latency of sections 3 and 4
  *   --setup defaults           worker setup of sections 2-4 (bench/concurrency.ts SETUPS)
+ *   --policy-calls queue|local where sections 2-4 run each turn's policy call (group.policyCalls; default queue)
  *   --sweep before,split       more setups to compare in section 3
  *   --deadline-min 6           a section 3/4 run still open after this is cut off and projected
  *   --db memory|file           the dev server's SQLite
@@ -80,6 +81,7 @@ const { values } = parseArgs({
     'model-group-size': { type: 'string', default: '2' },
     'model-max-turns': { type: 'string', default: '4' },
     'model-max-tokens': { type: 'string', default: '256' },
+    'policy-calls': { type: 'string' },
     'cluster-configs': { type: 'string', default: 'dev,1,2,3' },
     'cluster-groups': { type: 'string', default: '6' },
     'cluster-group-size': { type: 'string', default: '4' },
@@ -93,6 +95,12 @@ const { values } = parseArgs({
   strict: true,
 });
 
+const policyCallsFlag = values['policy-calls'];
+if (policyCallsFlag !== undefined && policyCallsFlag !== 'queue' && policyCallsFlag !== 'local') {
+  console.error(`--policy-calls ${JSON.stringify(policyCallsFlag)}: use queue or local`);
+  process.exit(2);
+}
+const policyCalls: 'queue' | 'local' | undefined = policyCallsFlag;
 const list = (s: string): number[] => s.split(',').filter(Boolean).map(Number);
 type SectionId = number | 'cluster';
 const SECTION_IDS: SectionId[] = [1, 2, 3, 4, 5, 6, 'cluster'];
@@ -151,7 +159,7 @@ try {
     }
     return bundleFile;
   };
-  const ctx = async () => ({ scratch, taskDirs, bundleFile: await bundle(), log });
+  const ctx = async () => ({ scratch, taskDirs, bundleFile: await bundle(), log, ...(policyCalls ? { policyCalls } : {}) });
   mkdirSync(join(scratch, 'bare'), { recursive: true });
 
   await section(1, 'sandbox lifecycle (local provider)', () => runSandboxLifecycle({ cycles: Number(values.cycles), alive: Number(values.alive), log }), formatSandboxLifecycle);
