@@ -214,10 +214,18 @@ export function createActivities(deps: ActivityDeps) {
       log.info({ model, policyVersion: recorded.policyVersion }, 'policy turn already recorded: its answer is returned, the model is not asked again');
       return stepOutput(recorded, again.status, true);
     }
+    const client = policyClient(input.policy);
+    // Admission by the inference server's load: the wait is recorded on the turn, never in the model's time.
+    const admitted = client.admit ? await client.admit(signal) : undefined;
+    if (admitted?.admission.forced) log.warn({ model, waitedMs: admitted.admission.waitedMs, heldBy: admitted.admission.heldBy }, 'policy call sent without room on the server after the longest admission wait');
+    if (admitted) {
+      metrics.policyAdmission(model, admitted.admission.waitedMs);
+      metrics.inferenceLoad(admitted.admission.server, admitted.admission.inFlight, admitted.admission.load);
+    }
     const started = performance.now();
     let response;
     try {
-      response = await policyClient(input.policy).next({
+      response = await client.next({
         messages,
         tools: TOOL_SCHEMAS,
         task,
@@ -225,17 +233,21 @@ export function createActivities(deps: ActivityDeps) {
         attempt: input.attempt,
         turn: input.turn,
         previousTokens: previousTokens && 'promptIds' in previousTokens ? previousTokens : null,
+        sessionKey: input.trajectoryRef,
+        policyVersion: input.policyVersion ?? 0,
       });
     } catch (err) {
       const failure = failureLabel(err);
       metrics.policyError(model, failure);
       log.warn({ model, failure, error: err instanceof Error ? err.message : String(err) }, 'policy call failed');
       throw err;
+    } finally {
+      if (admitted) metrics.inferenceLoad(admitted.admission.server, admitted.release(), null);
     }
     const latencyMs = performance.now() - started;
     metrics.policyCall(model, latencyMs);
     const integrity = turnIntegrity(response.turnTokens ?? (input.policy.kind === 'scripted' ? { reason: 'a scripted policy generates no tokens' } : undefined), previousTokens, input.turn === 0, response.promptProblem);
-    const record: PolicyTurnRecord = { turn: input.turn, latencyMs, ...response, policyVersion: input.policyVersion ?? 0, prefixCheck: integrity.prefixCheck };
+    const record: PolicyTurnRecord = { turn: input.turn, latencyMs, ...response, policyVersion: input.policyVersion ?? 0, prefixCheck: integrity.prefixCheck, ...(admitted ? { admission: admitted.admission } : {}) };
     if (integrity.status.status === 'broken') log.warn({ position: integrity.status.position, reason: integrity.status.reason }, 'token prefix break: this turn will not train');
     // Taken over (its heartbeat timed out, another worker is asking this turn again; or the rollout was
     // cancelled): this worker's answer is not the turn's, so it must not land in the trajectory.

@@ -14,6 +14,11 @@ export const METRIC = {
   attemptFailures: 'rollout_attempt_failures',
   /** Histogram (ms) of successful policy calls, tag `model`. */
   policyLatency: 'rollout_policy_latency',
+  policyAdmissionWait: 'rollout_policy_admission_wait',
+  policyInFlight: 'rollout_policy_in_flight',
+  inferenceKvCacheUsage: 'rollout_inference_kv_cache_usage',
+  inferenceRequestsRunning: 'rollout_inference_requests_running',
+  inferenceRequestsWaiting: 'rollout_inference_requests_waiting',
   /** Counter of failed policy calls, tags `model` and `failure` (e.g. infra/policy_unavailable). */
   policyErrors: 'rollout_policy_errors',
   /** Histogram (ms) of tool calls executed in sandboxes, tag `tool`. */
@@ -29,4 +34,4 @@ export const METRIC = {
 /** Histogram buckets in milliseconds, from a fast exec to a long agent stage. */
 export const DURATION_BUCKETS_MS = [5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10_000, 30_000, 60_000, 120_000, 300_000, 600_000, 1_800_000] as const;
 
-export const DURATION_HISTOGRAMS = [METRIC.stageDuration, METRIC.policyLatency, METRIC.toolCallDuration] as const;
+export const DURATION_HISTOGRAMS = [METRIC.stageDuration, METRIC.policyLatency, METRIC.policyAdmissionWait, METRIC.toolCallDuration] as const;

@@ -101,6 +101,21 @@ export const OpenAIPolicySchema = z
       .default('server'),
     /** Token ids per turn for training (shared/tokens.ts): asked from the server (`server`), built by the pipeline (`pipeline`), or not at all (`off`, for APIs that refuse the extra fields). */
     tokens: TokenCaptureSchema.prefault({}),
+    /**
+     * Admission by the server's own load (activities/policies/admission/): `load` sends a call only while
+     * the server has room (KV cache under kvHigh, back under kvLow after it passed it; nothing queued; an
+     * idle llama.cpp slot), waiting at most maxWaitSec; `off` sends every call at once.
+     */
+    admission: z
+      .object({
+        mode: z.enum(['load', 'off']).default('load'),
+        kvHigh: z.number().gt(0).max(1).default(0.8),
+        kvLow: z.number().min(0).lt(1).default(0.6),
+        maxWaitSec: z.number().min(0).max(240).default(60),
+      })
+      .strict()
+      .refine((a) => a.kvLow < a.kvHigh, { error: 'admission.kvLow must be below admission.kvHigh (admit again under kvLow after passing kvHigh)' })
+      .prefault({}),
   })
   .strict()
   .superRefine((policy, ctx) => {

@@ -7,6 +7,7 @@ import type { PrefixCheck } from '../../shared/tokens.js';
 import type { ChatMessage, ToolSchema } from '../../shared/tools.js';
 import type { PolicyResponse } from '../policies/policyClient.js';
 import { attemptPrefix, turnName, type TrajectoryStore } from '../store/trajectoryStore.js';
+import type { Admission } from '../policies/admission/admissionGate.js';
 
 export const SYSTEM_PROMPT =
   'You are an agent solving a task inside an isolated Linux environment with no network. ' +
@@ -28,6 +29,8 @@ export interface PolicyTurnRecord extends PolicyResponse {
   policyVersion?: number;
   /** This turn's prompt against the previous turn's prompt + completion ids; null when either has no ids. */
   prefixCheck?: PrefixCheck | null;
+  /** How long the call waited for room on the inference server, and its load then (policies/admission/); not in latencyMs. */
+  admission?: Admission;
 }
 
 export interface ToolTurnRecord {

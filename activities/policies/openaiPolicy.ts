@@ -21,6 +21,8 @@ import { samplingRequest } from './sampling/samplingRequest.js';
 import { serverKind } from './sampling/serverKind.js';
 import { turnSampling } from './sampling/turnSampling.js';
 import { wireMessages } from './wireMessages.js';
+import { admitCall, type AdmittedCall } from './admission/admitCall.js';
+import { requestRouting } from './routing/requestRouting.js';
 import { serverRoot, ServerEndpoints } from './tokens/serverEndpoints.js';
 import { renderServerPrompt, serverTurnTokens } from './tokens/serverTokenCapture.js';
 
@@ -59,12 +61,17 @@ export class OpenAIPolicy implements PolicyClient {
     private readonly env: NodeJS.ProcessEnv = process.env,
   ) {}
 
+  admit(signal?: AbortSignal): Promise<AdmittedCall> {
+    return admitCall(this.config, signal);
+  }
+
   async next(request: PolicyRequest): Promise<PolicyResponse> {
     const { sampling } = this.config;
     const budget = turnBudget(this.config);
     const root = serverRoot(this.config.baseUrl, this.config.tokens.serverUrl);
     const kind = await serverKind(this.config.server, root, budget.timeoutMs);
     const sent = samplingRequest(kind, sampling, this.config.tokens.serverLogprobs, budget.maxTokens, request);
+    const route = request.sessionKey !== undefined ? requestRouting(kind, request.sessionKey, request.policyVersion ?? 0) : undefined;
     const body: Record<string, unknown> = {
       model: this.config.model,
       messages: wireMessages(request.messages),
@@ -72,6 +79,7 @@ export class OpenAIPolicy implements PolicyClient {
       tool_choice: 'auto',
       ...sent.body,
       ...(sampling.logprobs ? { logprobs: true } : {}),
+      ...route?.body,
     };
     // Token ids for training (shared/tokens.ts): vLLM returns them on request, llama.cpp puts the id in each logprobs entry.
     const capture = this.config.tokens.mode === 'server';
@@ -84,7 +92,7 @@ export class OpenAIPolicy implements PolicyClient {
     try {
       response = await fetch(url, {
         method: 'POST',
-        headers: { 'content-type': 'application/json', ...auth },
+        headers: { 'content-type': 'application/json', ...auth, ...route?.headers },
         body: JSON.stringify(body),
         signal: AbortSignal.timeout(budget.timeoutMs),
       });
@@ -142,6 +150,7 @@ export class OpenAIPolicy implements PolicyClient {
       toolCallParsers: read.toolCallParsers,
       ...(turnTokens ? { turnTokens } : {}),
       ...(read.rawContent !== undefined ? { rawContent: read.rawContent } : {}),
+      ...(route ? { routing: route.routing } : {}),
     };
   }
 }

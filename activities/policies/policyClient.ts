@@ -2,6 +2,8 @@
 import type { LoadedTask } from '../../shared/task.js';
 import type { MissingTokens, TurnTokens } from '../../shared/tokens.js';
 import type { AssistantMessage, ChatMessage, ToolCallParserName, ToolSchema } from '../../shared/tools.js';
+import type { AdmittedCall } from './admission/admitCall.js';
+import type { RequestRouting } from './routing/requestRouting.js';
 
 export interface PolicyRequest {
   messages: ChatMessage[];
@@ -12,6 +14,10 @@ export interface PolicyRequest {
   turn: number;
   /** The previous turn's token ids in this attempt (token-level mode extends them). */
   previousTokens?: TurnTokens | null;
+  /** The rollout's key for a router (its trajectory ref): one rollout, one replica (routing/requestRouting.ts). */
+  sessionKey?: string;
+  /** The policy version of this turn (the prefix-cache salt). */
+  policyVersion?: number;
 }
 
 export interface PolicyResponse {
@@ -35,8 +41,12 @@ export interface PolicyResponse {
   toolCallParsers?: ToolCallParserName[];
   /** The content as the model wrote it, when a text parser took tool calls out of it. */
   rawContent?: string;
+  /** The session key and prefix-cache salt sent with the call, and what the server kind does with them. */
+  routing?: RequestRouting;
 }
 
 export interface PolicyClient {
   next(request: PolicyRequest): Promise<PolicyResponse>;
+  /** Waits until the server has room for a call (admission/); release() when it is answered. Absent: no gate. */
+  admit?(signal?: AbortSignal): Promise<AdmittedCall>;
 }

@@ -11,6 +11,7 @@ import { watchProgress } from '../console/watchProgress.js';
 import { parseCommandLine } from './commandLine.js';
 import { UsageError } from './usageError.js';
 import { rolloutWaits } from '../status/rolloutWaits.js';
+import { inferenceStatus } from '../status/inferenceStatus.js';
 
 /** Shows the batch's live progress until every group has finished; false when it has no groups. */
 async function watchBatch(client: Client, batchId: string): Promise<boolean> {
@@ -69,6 +70,12 @@ export async function statusCommand(argv: string[]): Promise<number> {
       return 1;
     }
     for (const line of running) process.stdout.write(`${line}\n`);
+    const firstRunning = unfinished.find((wf) => wf.status === 'RUNNING');
+    if (firstRunning) {
+      // How many rollouts are in flight and how loaded the inference server is now.
+      const line = await inferenceStatus(client, batchId, firstRunning.workflowId).catch(() => undefined);
+      if (line) process.stdout.write(`${line}\n`);
+    }
     if (running.length) {
       // What is stuck and on what (a dead host's queue, a silent worker, a shard that does not answer).
       const waits = await rolloutWaits(client, batchId).catch(() => []);

@@ -139,6 +139,10 @@ def main():
     params.cpuparams_batch.n_threads = args.threads
     params.use_jinja = True
     params.chat_template = template
+    # The load the pipeline admits policy calls by (activities/policies/admission/): /slots is on by
+    # default; /metrics (requests processing and deferred, KV cache usage) is not.
+    params.endpoint_slots = True
+    params.endpoint_metrics = True
 
     # SIGTERM/SIGINT are taken by sigwait below, not by Python's default handlers.
     signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM, signal.SIGINT])

@@ -22,6 +22,8 @@ import { samplingRequest } from '../sampling/samplingRequest.js';
 import { serverKind } from '../sampling/serverKind.js';
 import { turnSampling } from '../sampling/turnSampling.js';
 import { wireMessages } from '../wireMessages.js';
+import { admitCall, type AdmittedCall } from '../admission/admitCall.js';
+import { requestRouting } from '../routing/requestRouting.js';
 
 type OpenAIPolicyConfig = z.output<typeof OpenAIPolicySchema>;
 
@@ -37,6 +39,10 @@ export class TokenLevelPolicy implements PolicyClient {
     private readonly env: NodeJS.ProcessEnv = process.env,
   ) {}
 
+  admit(signal?: AbortSignal): Promise<AdmittedCall> {
+    return admitCall(this.config, signal);
+  }
+
   async next(request: PolicyRequest): Promise<PolicyResponse> {
     const { sampling } = this.config;
     const topLogprobs = this.config.tokens.topLogprobs;
@@ -44,6 +50,7 @@ export class TokenLevelPolicy implements PolicyClient {
     const endpoints = new ServerEndpoints(serverRoot(this.config.baseUrl, this.config.tokens.serverUrl), budget.timeoutMs);
     const kind = await serverKind(this.config.server, endpoints.root, budget.timeoutMs);
     const sent = samplingRequest(kind, sampling, this.config.tokens.serverLogprobs, budget.maxTokens, request);
+    const route = request.sessionKey !== undefined ? requestRouting(kind, request.sessionKey, request.policyVersion ?? 0) : undefined;
     const renderer = promptRenderer(endpoints, this.config.tokens.chatTemplate);
     const prompt = await nextPromptIds(endpoints, renderer.render, wireMessages(request.messages), request.tools, request.previousTokens ?? null);
     const template = await renderer.template();
@@ -55,10 +62,11 @@ export class TokenLevelPolicy implements PolicyClient {
       ...sent.body,
       logprobs: Math.max(1, topLogprobs),
       return_token_ids: true,
+      ...route?.body,
     };
     let parsed: Completion;
     try {
-      parsed = await postJson<Completion>(url, body, { timeoutMs: budget.timeoutMs, ...(apiKey ? { headers: { authorization: `Bearer ${apiKey}` } } : {}) });
+      parsed = await postJson<Completion>(url, body, { timeoutMs: budget.timeoutMs, headers: { ...(apiKey ? { authorization: `Bearer ${apiKey}` } : {}), ...route?.headers } });
     } catch (err) {
       if (err instanceof ApplicationFailure) throw err;
       // The endpoint is missing: token-level mode cannot work against this server; say so once, do not retry.
@@ -94,6 +102,7 @@ export class TokenLevelPolicy implements PolicyClient {
               sampling: turnSampling(kind, sent, parsed as Record<string, unknown>),
             },
       ...(prompt.problem ? { promptProblem: prompt.problem } : {}),
+      ...(route ? { routing: route.routing } : {}),
     };
   }
 }
