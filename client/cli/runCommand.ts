@@ -39,6 +39,9 @@ export const runUsage = `rollout run --tasks DIR... [--group-size N] [--policy P
   --chat-template FILE      with --token-mode pipeline: the Jinja chat template to render prompts with instead
                             of the server's (checked before anything starts; its sha256 is on every turn)
   --max-turns N, --verify in-place|clean-room, --min-valid N
+  --policy-calls queue|local  where each turn's policy call runs: an activity on the policy queue (default;
+                            --policy-rate limits it) or a local activity of the rollout's workflow (10 server
+                            round trips fewer per 5-turn rollout); docs/inference-server.md
   --out FILE     JSONL of rollouts (default <data-dir>/results/<batch>.jsonl)
   --embedded     start a local Temporal dev server and workers first (state in <data-dir>/temporal.sqlite)
   --stay         with --embedded: keep the server and its Web UI up until Ctrl-C
@@ -51,6 +54,11 @@ function int(name: string, value: string | undefined, fallback: number): number 
   const n = Number(value);
   if (!Number.isInteger(n)) throw new UsageError(`--${name} must be a whole number, got ${JSON.stringify(value)}`);
   return n;
+}
+
+function parsePolicyCalls(value: string | undefined): 'queue' | 'local' | undefined {
+  if (value === undefined || value === 'queue' || value === 'local') return value;
+  throw new UsageError(`--policy-calls is queue or local, got ${JSON.stringify(value)}`);
 }
 
 function parseVerifyMode(value: string | undefined): 'in-place' | 'clean-room' | undefined {
@@ -89,6 +97,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       'max-turns': { type: 'string' },
       'min-valid': { type: 'string' },
       verify: { type: 'string' },
+      'policy-calls': { type: 'string' },
       out: { type: 'string' },
       embedded: { type: 'boolean', default: false },
       stay: { type: 'boolean', default: false },
@@ -100,6 +109,7 @@ export async function runCommand(argv: string[]): Promise<number> {
   });
   if (!values.tasks?.length) throw new UsageError(`--tasks is required\n${runUsage}`);
   const verify = parseVerifyMode(values.verify);
+  const policyCalls = parsePolicyCalls(values['policy-calls']);
   const tasks = expandTaskDirs(values.tasks);
   const data = resolveDataDir(values['data-dir']);
   const batchId = values['batch-id'] ?? `batch-${new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14)}`;
@@ -125,6 +135,7 @@ export async function runCommand(argv: string[]): Promise<number> {
     }),
     ...(values['max-turns'] ? { limits: { maxTurns: int('max-turns', values['max-turns'], 30) } } : {}),
     ...(verify ? { verifyMode: verify } : {}),
+    ...(policyCalls ? { policyCalls } : {}),
   };
 
   // Validate everything before any server or worker starts.

@@ -165,6 +165,7 @@ describe('bad input gets exit code 2 and a message naming the problem', { timeou
     [['run', '--tasks', task, '--policy', 'magic'], /--policy "magic": use scripted:oracle/],
     [['run', '--tasks', task, '--policy', 'openai'], /--policy openai needs --base-url/],
     [['run', '--tasks', task, '--verify', 'sometimes'], /--verify is in-place or clean-room/],
+    [['run', '--tasks', task, '--policy-calls', 'remote'], /--policy-calls is queue or local, got "remote"/],
     [['run', '--tasks', task, '--policy', 'openai', '--base-url', 'http://127.0.0.1:9/v1', '--model', 'm', '--token-mode', 'exact'], /--token-mode "exact": use server, pipeline, off/],
     [['run', '--tasks', task, '--policy', 'openai', '--base-url', 'http://127.0.0.1:9/v1', '--model', 'm', '--chat-template', join(scratch, 't.jinja')], /--chat-template .*t\.jinja is what the pipeline renders prompts with: add --token-mode pipeline/],
     [['run', '--tasks', task, '--policy', 'openai', '--base-url', 'http://127.0.0.1:9/v1', '--model', 'm', '--token-mode', 'pipeline', '--chat-template', join(scratch, 'missing.jinja')], /chat template .*missing\.jinja: cannot read it \(ENOENT\)\. Fix: give a Jinja chat template/],
