@@ -154,7 +154,7 @@ export async function createPipelineWorkers(options: PipelineWorkerOptions): Pro
       ...common,
       taskQueue: hostTaskQueue(options.host),
       ...(options.build ? { workerDeploymentOptions: unversionedDeployment(options.build) } : {}),
-      activities: { runTool: activities.runTool, runTools: activities.runTools, verifyAttempt: activities.verifyAttempt, teardownSandbox: activities.teardownSandbox, reapSandboxes: activities.reapSandboxes },
+      activities: { runTool: activities.runTool, runTools: activities.runTools, verifyAttempt: activities.verifyAttempt, verifyThenTeardown: activities.verifyThenTeardown, teardownSandbox: activities.teardownSandbox, reapSandboxes: activities.reapSandboxes },
       maxConcurrentActivityTaskExecutions: toolSlots,
       ...activityPolls(toolSlots),
     });

@@ -12,7 +12,7 @@
  * the attempt; a new one starts on a fresh sandbox until retries run out.
  */
 import { CancellationScope, isCancellation, log, metricMeter, patched, proxyActivities, proxyLocalActivities, setCurrentDetails, setHandler, sleep, upsertSearchAttributes, workflowInfo, type ActivityOptions, type LocalActivityOptions } from '@temporalio/workflow';
-import type { PipelineActivities, ProvisionOutput } from '../activities/createActivities.js';
+import type { PipelineActivities, ProvisionOutput, VerifyOutput } from '../activities/createActivities.js';
 import type { AttemptSummary, ExperimentRecord, OutcomeClass, RolloutInput, RolloutResult, StageTimings } from '../shared/pipeline.js';
 import { NEVER_RETRIED } from '../shared/failures.js';
 import { METRIC } from '../shared/metricNames.js';
@@ -86,6 +86,8 @@ function hostActivities(p: ProvisionOutput, commandTimeoutSec: number) {
     // A turn's tool calls in one activity: each call's command may take up to its timeout.
     tools: (calls: number) => activity('runTools', { ...onHost, startToCloseTimeout: `${(Math.ceil(commandTimeoutSec) + 5) * calls + 60} seconds`, heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { maximumAttempts: 3, nonRetryableErrorTypes: NON_RETRYABLE } }),
     verify: activity('verifyAttempt', { ...onHost, startToCloseTimeout: '30 minutes', heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { maximumAttempts: 2, nonRetryableErrorTypes: NON_RETRYABLE } }),
+    // The verdict and the teardown after it in one activity (one round trip fewer); 2 minutes more for the teardown.
+    verifyThenTeardown: activity('verifyThenTeardown', { ...onHost, startToCloseTimeout: '32 minutes', heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { maximumAttempts: 2, nonRetryableErrorTypes: NON_RETRYABLE } }),
     // Heartbeats too: a teardown started by a worker that then died is retried after HEARTBEAT_TIMEOUT
     // (a cancelled run's next start waits for it), not after the whole 2 minutes.
     teardown: activity('teardownSandbox', { ...onHost, startToCloseTimeout: '2 minutes', heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { maximumAttempts: 5, initialInterval: '1 second' } }),
@@ -193,6 +195,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
     experiment = { ...p.experiment, workerBuild: version ? { deploymentName: version.deploymentName, buildId: version.buildId } : null };
     const host = hostActivities(p, group.limits.commandTimeoutSec);
     let hostGone = false;
+    let tornDown = false;
 
     try {
       // ---- agent loop: the policy proposes tool calls, the sandbox runs them ----
@@ -290,7 +293,17 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
       // ---- verify: the final state is scored, whatever ended the loop ----
       progress.stage = 'verifying';
       showProgress();
-      const verified = await host.verify(`verify (${group.verifyMode})`, { handle: p.handle, group, index, attempt, trajectoryRef });
+      const verifyInput = { handle: p.handle, group, index, attempt, trajectoryRef };
+      // Rollouts started before the two were one activity replay with verify and teardown apart.
+      let verified: VerifyOutput;
+      if (patched('verify-then-teardown-in-one-activity')) {
+        const out = await host.verifyThenTeardown(`verify (${group.verifyMode}), then teardown sandbox ${p.handle.id}`, verifyInput);
+        if (out.teardown.done) {
+          tornDown = true;
+          timings.teardownMs += out.teardown.teardownMs;
+        } else log.warn('teardown after the verdict failed; the workflow tears down', { sandbox: p.handle.id, error: out.teardown.error });
+        verified = out;
+      } else verified = await host.verify(`verify (${group.verifyMode})`, verifyInput);
       timings.verifyMs += verified.verifyMs;
       progress.reward = verified.reward;
       return {
@@ -304,7 +317,11 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
       hostGone = hostUnreachable(err);
       throw err;
     } finally {
-      // ---- teardown: always, even when the rollout is cancelled ----
+      // ---- teardown: always, even when the rollout is cancelled (unless it followed the verdict) ----
+      if (!tornDown) await tearDown();
+    }
+
+    async function tearDown(): Promise<void> {
       progress.stage = 'tearing-down';
       const teardown = CancellationScope.nonCancellable(async () => {
         try {

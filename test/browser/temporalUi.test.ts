@@ -60,7 +60,7 @@ test('the Web UI finds a batch by search attribute and shows a rollout with its 
 
   await page.getByText(first, { exact: true }).first().click();
   await page.getByText('provisionSandbox • provision local sandbox (attempt 1)').waitFor({ timeout: 60_000 });
-  for (const summary of ['runTool • turn 1: bash: bash /solution/solve.sh', 'verifyAttempt • verify (in-place)', 'policyStep • turn 2: policy scripted:mixed']) {
+  for (const summary of ['runTool • turn 1: bash: bash /solution/solve.sh', 'verifyThenTeardown • verify (in-place), then teardown sandbox sbx-', 'policyStep • turn 2: policy scripted:mixed']) {
     await page.getByText(summary).waitFor();
   }
   const body = await page.locator('body').innerText();
