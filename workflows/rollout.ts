@@ -192,7 +192,8 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
     if (attempt === 0) timings.queueMs = Math.max(0, Date.now() - startedAt - p.provisionMs);
     // The build that runs this workflow (Worker Versioning pins it to the one it started on); replay-safe.
     const version = workflowInfo().currentDeploymentVersion;
-    experiment = { ...p.experiment, workerBuild: version ? { deploymentName: version.deploymentName, buildId: version.buildId } : null };
+    // An unversioned worker reports no deployment (its SDK-made build id has an empty deployment name): null.
+    experiment = { ...p.experiment, workerBuild: version?.deploymentName ? { deploymentName: version.deploymentName, buildId: version.buildId } : null };
     const host = hostActivities(p, group.limits.commandTimeoutSec);
     let hostGone = false;
     let tornDown = false;

@@ -77,6 +77,7 @@ describe('end-to-end batch', { timeout: 600_000 }, () => {
     assert.equal(r.experiment.limits.agentTimeoutSec, 300);
     assert.match(r.experiment.pipelineVersion, /^0\.1\.0\+/);
     assert.match(r.experiment.workerIdentity, /^test-worker@/);
+    assert.equal(r.experiment.workerBuild, null, 'unversioned workers: no Worker Deployment build');
   });
 
   test('the trajectory store holds the conversation, tool outputs and verify result, keyed by rollout, attempt and turn', async () => {
