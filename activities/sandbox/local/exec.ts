@@ -20,11 +20,14 @@ import { BoundedOutput } from '../boundedOutput.js';
 import { helperExecArgv } from './execHelper/execHelper.js';
 import { killThroughExecServer, runThroughExecServer } from './execServer/execServerClient.js';
 import { errorText, sandboxError, sleep, type LocalSandboxContext } from './localSandboxContext.js';
-import { isSameProcess, processStartTime } from './procfs.js';
+import { isLiveProcess, isSameProcess, processStartTime } from './procfs.js';
 import { JOIN_CGROUP_SCRIPT, SANDBOX_PATH } from './sandboxScripts.js';
 
 /** Grace between SIGTERM and SIGKILL for a command that ran out of time. */
 const KILL_AFTER_MS = 2_000;
+/** How long a broken exec-server connection waits for the init to show it died before it counts as a transport fault. */
+const TRANSPORT_SETTLE_MS = 1_000;
+const TRANSPORT_RECHECK_MS = 50;
 
 export interface RunOptions {
   env: Record<string, string>;
@@ -198,9 +201,15 @@ async function runThroughServer(h: LocalSandboxHandle, socketPath: string, inner
   } catch (err) {
     throw sandboxError('exec_transport', `cannot run in sandbox ${h.id}: ${errorText(err)}`, err);
   }
-  const transport = (err: unknown): never => {
-    // The init is the exec server: when it is gone, so is the sandbox.
-    if (!isSameProcess(h.pid, h.pidStartTime)) throw sandboxError('sandbox_lost', `sandbox ${h.id} is gone: its init process (pid ${h.pid}) no longer runs`, err);
+  const transport = async (err: unknown): Promise<never> => {
+    // The init is the exec server: when it is gone (or going), so is the sandbox. A connection the
+    // kernel reset while closing a dying init's files can arrive before /proc shows the death: look
+    // again for a moment before calling it a transport fault.
+    for (let waited = 0; ; waited += TRANSPORT_RECHECK_MS) {
+      if (!isLiveProcess(h.pid, h.pidStartTime)) throw sandboxError('sandbox_lost', `sandbox ${h.id} is gone: its init process (pid ${h.pid}) no longer runs`, err);
+      if (waited >= TRANSPORT_SETTLE_MS) break;
+      await sleep(TRANSPORT_RECHECK_MS);
+    }
     throw sandboxError('exec_transport', `cannot enter sandbox ${h.id}: ${errorText(err)}`, err);
   };
   let timedOut = false;

@@ -42,7 +42,7 @@ import { checkHostCapabilities, DEFAULT_HOST_PROGRAMS, type HostPrograms } from 
 import { holderAlive, isThisProcess, thisProcess } from './holderProcess.js';
 import { errorText, sandboxError, type LocalSandboxContext } from './localSandboxContext.js';
 import { sandboxLossEvidence } from './lossEvidence.js';
-import { isSameProcess } from './procfs.js';
+import { isLiveProcess, isSameProcess } from './procfs.js';
 import { SandboxPool, type SandboxPoolOptions } from './pool/sandboxPool.js';
 import { checkLowerLayer, provisionSandbox } from './provision.js';
 import { SandboxRegistry } from './sandboxRegistry.js';
@@ -188,7 +188,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     if (h.host !== this.ctx.host) {
       throw sandboxError('exec_transport', `sandbox ${h.id} lives on host ${h.host}; this is ${this.ctx.host}. Route the call to that host's task queue.`);
     }
-    if (!isSameProcess(h.pid, h.pidStartTime)) {
+    if (!isLiveProcess(h.pid, h.pidStartTime)) {
       throw sandboxError('sandbox_lost', `sandbox ${h.id} is gone: its init process (pid ${h.pid}) no longer runs`);
     }
     return h;
@@ -222,7 +222,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       ...(options.signal ? { signal: options.signal } : {}),
       ...(options.key !== undefined ? { key: options.key } : {}),
     });
-    if (!isSameProcess(h.pid, h.pidStartTime)) {
+    if (!isLiveProcess(h.pid, h.pidStartTime)) {
       throw sandboxError('sandbox_lost', `sandbox ${h.id} died during: ${command.slice(0, 200)}`);
     }
     return {

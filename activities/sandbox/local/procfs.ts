@@ -26,6 +26,25 @@ export function isSameProcess(pid: number, startTime: string): boolean {
   return processStartTime(pid) === startTime;
 }
 
+/** PF_EXITING in the flags of /proc/<pid>/stat (field 9): the kernel has begun to tear the process down. */
+const PF_EXITING = 0x4;
+
+/**
+ * True while `pid` (the one started at `startTime`) still runs and has not begun to exit. A killed
+ * pid-namespace init closes its files first, then waits for every process of its namespace to die
+ * before it becomes a zombie: in between, its start time still reads as alive, but it is dying.
+ */
+export function isLiveProcess(pid: number, startTime: string): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const afterComm = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    if (afterComm[0] === 'Z' || afterComm[0] === 'X' || afterComm[19] !== startTime) return false;
+    return (Number(afterComm[6]) & PF_EXITING) === 0;
+  } catch {
+    return false;
+  }
+}
+
 /** The inode of a namespace link such as /proc/<pid>/ns/pid, e.g. "pid:[4026532181]". */
 export function namespaceOf(pid: number, kind: 'pid' | 'mnt' | 'net'): string | undefined {
   try {
