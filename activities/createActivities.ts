@@ -12,6 +12,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { ClassifiedError, failureName } from '../shared/failures.js';
 import { hostTaskQueue } from '../shared/names.js';
 import type { ExperimentRecord, ResolvedGroupInput, ResolvedPolicyConfig } from '../shared/pipeline.js';
+import { withNetwork } from './tasks/taskNetwork.js';
 import type { EnforcedLimits, SandboxHandle, SandboxProvider, TeardownReport } from '../shared/sandbox.js';
 import type { LoadedTask, TaskRef, TaskRequest } from '../shared/task.js';
 import { TOOL_SCHEMAS } from '../shared/tools.js';
@@ -162,6 +163,11 @@ function loadSubmittedTask(tasks: TaskCache, ref: TaskRef): LoadedTask {
   return task;
 }
 
+/** The group's task as its sandboxes run it: with the batch's network when the batch set one. */
+function taskOfGroup(tasks: TaskCache, group: ResolvedGroupInput): LoadedTask {
+  return withNetwork(loadSubmittedTask(tasks, group.task), group.network, `the batch's network (rollout run --network ${group.network ?? ''})`);
+}
+
 /** The failure name of an error for metrics: ours (`infra/policy_unavailable`) or the error's own name. */
 function failureLabel(err: unknown): string {
   if (err instanceof ClassifiedError) return failureName(err);
@@ -296,7 +302,7 @@ export function createActivities(deps: ActivityDeps) {
   };
 
   const verifyAttempt = async (input: VerifyInput): Promise<VerifyOutput> => {
-    const task = loadSubmittedTask(tasks, input.group.task);
+    const task = taskOfGroup(tasks, input.group);
     const started = performance.now();
     const isKubernetes = deps.provider.name === 'kubernetes';
     const outcome = await withHeartbeats(async () => {
@@ -347,7 +353,7 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     provisionSandbox: async (input: ProvisionInput): Promise<ProvisionOutput> => {
-      const task = loadSubmittedTask(tasks, input.group.task);
+      const task = taskOfGroup(tasks, input.group);
       const started = performance.now();
       let identity = '';
       const { handle, enforcedLimits, image, abandoned } = await withHeartbeats(async (signal) => {
@@ -404,6 +410,7 @@ export function createActivities(deps: ActivityDeps) {
           pipelineVersion: pipelineVersion(),
           workerIdentity: deps.workerIdentity,
           sandboxProvider: deps.provider.name,
+          network: task.network,
         },
       };
     },

@@ -15,7 +15,7 @@ export class RerunError extends Error {
 }
 
 /** Fields of the experiment record that must match for the rerun to be the same experiment. */
-export const PINNED_FIELDS = ['taskId', 'taskVersion', 'environmentIdentity', 'toolInterfaceHash', 'resetRules', 'verifierHash', 'verifyMode', 'limits', 'policy'] as const;
+export const PINNED_FIELDS = ['taskId', 'taskVersion', 'environmentIdentity', 'toolInterfaceHash', 'resetRules', 'verifierHash', 'verifyMode', 'limits', 'policy', 'network'] as const;
 /** Fields that describe where it ran, expected to differ when the code or worker changed. */
 export const PROVENANCE_FIELDS = ['pipelineVersion', 'workerIdentity', 'sandboxProvider'] as const;
 
@@ -56,12 +56,18 @@ function show(value: unknown): string {
   return typeof value === 'string' ? value : JSON.stringify(value);
 }
 
+/** A field's value as compared: the network by its mode (the rerun pins it, so its source says the batch's). */
+function compared(record: ExperimentRecord | null, field: (typeof PINNED_FIELDS)[number] | (typeof PROVENANCE_FIELDS)[number]): string {
+  if (field === 'network') return record?.network ? record.network.mode : 'not recorded';
+  return show(record?.[field] ?? null);
+}
+
 export function compareRecords(a: ExperimentRecord | null, b: ExperimentRecord | null): FieldComparison[] {
   const fields: FieldComparison[] = [];
   for (const [names, pinned] of [[PINNED_FIELDS, true], [PROVENANCE_FIELDS, false]] as const) {
     for (const field of names) {
-      const original = show(a?.[field] ?? null);
-      const rerun = show(b?.[field] ?? null);
+      const original = compared(a, field);
+      const rerun = compared(b, field);
       fields.push({ field, original, rerun, same: original === rerun, pinned });
     }
   }
@@ -81,7 +87,9 @@ export async function rerunRollout(options: { client: Client; workflowId: string
     throw new RerunError(`${workflowId} did not complete (${status.name}): ${err instanceof Error ? err.message : String(err)}; there is no experiment record to compare with`);
   }
   const batchId = options.batchId ?? `${input.group.batchId}-rerun-${new Date().toISOString().replace(/[-:T.Z]/g, '').slice(0, 14)}`;
-  const group = { ...input.group, batchId };
+  // The network the original ran with, whatever the task's default is now (a record from before networks were recorded has none).
+  const network = original.experiment?.network?.mode;
+  const group = { ...input.group, batchId, ...(network ? { network } : {}) };
   const rerunWorkflowId = rolloutWorkflowId(batchId, group.task.id, input.index);
   const handle = await client.workflow.start('rollout', {
     workflowId: rerunWorkflowId,

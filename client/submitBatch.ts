@@ -64,6 +64,7 @@ function groupDetails(input: ResolvedGroupInput): string {
     `**group size** ${input.groupSize}, minValid ${input.minValid}`,
     `**policy** ${policyLabel(input)}`,
     `**limits** maxTurns ${input.limits.maxTurns}, command timeout ${input.limits.commandTimeoutSec} s${input.limits.agentTimeoutSec ? `, agent budget ${input.limits.agentTimeoutSec} s` : ''}`,
+    `**network** ${input.network ?? "the task's own (Harbor's rules)"}`,
     `**verify** ${input.verifyMode}; infra retries ${input.failurePolicy.infra.retries} then ${input.failurePolicy.infra.onExhausted}`,
   ].join('\n');
 }

@@ -6,7 +6,7 @@
 import { z } from 'zod';
 import type { FailureClass } from './failures.js';
 import { TASK_QUEUES } from './names.js';
-import { TaskRefSchema, TaskRequestSchema } from './task.js';
+import { TaskRefSchema, TaskRequestSchema, type TaskNetwork } from './task.js';
 import { SERVER_KINDS, TokenCaptureSchema, unsupportedSampling, type TokenIntegrity } from './tokens.js';
 import { TOOL_CALL_PARSERS } from './tools.js';
 
@@ -220,6 +220,12 @@ export const GroupInputSchema = z
      * per turn, no queue rate limit (docs/benchmarks.md, "Round trips per rollout").
      */
     policyCalls: z.enum(['queue', 'local']).default('queue'),
+    /**
+     * What every sandbox of the group may reach, instead of what the task's format gives it (Harbor: the
+     * internet unless task.toml says otherwise): `none` (own loopback) or `public` (the internet through
+     * user-mode networking, private ranges closed). Unset: the task decides. In the experiment record either way.
+     */
+    network: z.enum(['none', 'public']).optional(),
     /** Task queues of this pipeline's workers (separate pipelines can share one namespace). */
     taskQueues: z
       .object({ main: z.string().min(1), policy: z.string().min(1) })
@@ -281,6 +287,8 @@ export interface ExperimentRecord {
    * its workers ran unversioned, absent in records from before builds were recorded.
    */
   workerBuild?: WorkerBuild | null;
+  /** What the rollout's sandbox could reach and which setting said so (absent in records from before it was recorded). */
+  network?: TaskNetwork;
 }
 
 /** `cancelled`: an operator cancelled the rollout (cancelRollout update); it has no reward and is not valid. */

@@ -13,8 +13,11 @@ const seconds = z.number().positive();
 /** Harbor's older spellings: memory = "4G", storage = "10G". */
 const sizeString = z.string().regex(/^\d+(\.\d+)?\s*[KMGT]i?B?$/i, 'a size such as "512M" or "4G"');
 
-/** Harbor's network_mode: "none" (our default) or "public" (the package registries, through user-mode networking). */
-const networkMode = z.enum(['none', 'public']);
+/**
+ * Harbor's network_mode: "public" (its default), "no-network", or "allowlist" (with allowed_hosts, which
+ * sandboxes here cannot enforce: refused when loaded); "none" is this project's older spelling of no-network.
+ */
+const networkMode = z.enum(['public', 'no-network', 'none', 'allowlist']);
 
 /**
  * task.toml in both of Harbor's forms: the current one (`schema_version`, `[task]`,
@@ -34,6 +37,7 @@ export const TaskTomlSchema = z.object({
       env: z.record(z.string(), z.string()).default({}),
       user: z.string().optional(),
       network_mode: networkMode.optional(),
+      allowed_hosts: z.array(z.string()).optional(),
       environment_mode: z.enum(['shared', 'separate']).optional(),
     })
     .default({ timeout_sec: 120, env: {} }),
@@ -42,6 +46,7 @@ export const TaskTomlSchema = z.object({
       timeout_sec: seconds.default(600),
       user: z.string().optional(),
       network_mode: networkMode.optional(),
+      allowed_hosts: z.array(z.string()).optional(),
     })
     .default({ timeout_sec: 600 }),
   solution: z.object({ env: z.record(z.string(), z.string()).default({}) }).default({ env: {} }),
@@ -55,13 +60,15 @@ export const TaskTomlSchema = z.object({
       storage_mb: z.number().int().positive().optional(),
       memory: sizeString.optional(),
       storage: sizeString.optional(),
-      allow_internet: z.boolean().default(false),
+      /** Harbor's legacy switch; unset means what network_mode says, and with neither, Harbor's default (public). */
+      allow_internet: z.boolean().optional(),
       network_mode: networkMode.optional(),
+      allowed_hosts: z.array(z.string()).optional(),
       gpus: z.number().int().nonnegative().optional(),
       /** Where the starting files appear in the sandbox (Harbor's convention is /app; an image's WORKDIR when unset). */
       workdir: z.string().startsWith('/').optional(),
     })
-    .default({ allow_internet: false }),
+    .default({}),
 });
 export type TaskToml = z.infer<typeof TaskTomlSchema>;
 
@@ -84,6 +91,17 @@ export const TaskRequestSchema = z.object({
 });
 export type TaskRequest = z.infer<typeof TaskRequestSchema>;
 
+/** The two network modes sandboxes here give: `none` (own loopback only) and `public` (the internet, private ranges closed). */
+export type NetworkMode = 'none' | 'public';
+
+export interface TaskNetwork {
+  mode: NetworkMode;
+  /** The setting it came from: a task.toml key, Harbor's default, or an override (`rollout run --network public`). */
+  source: string;
+  /** When overridden: what the task itself would have had. */
+  task?: { mode: NetworkMode; source: string };
+}
+
 export interface TaskLimits {
   memoryMb: number | undefined;
   cpus: number | undefined;
@@ -100,8 +118,8 @@ export interface LoadedTask extends TaskRef {
   workdir: string;
   /** [environment] workdir as the task wrote it. */
   declaredWorkdir: string | undefined;
-  /** Whether the sandbox gets a network: allow_internet, or network_mode = "public" for the environment or agent. */
-  allowInternet: boolean;
+  /** What the agent's sandbox may reach (the verifier shares it), and which setting said so (activities/tasks/taskNetwork.ts). */
+  network: TaskNetwork;
   /** Harbor's [verifier] environment_mode: shared (in the agent's sandbox) or separate (a fresh one). */
   verifierEnvironmentMode: 'shared' | 'separate' | undefined;
   /** sha256 over tests/: what the verifier runs. */

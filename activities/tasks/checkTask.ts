@@ -8,7 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ExecResult, SandboxProvider } from '../../shared/sandbox.js';
-import type { LoadedTask } from '../../shared/task.js';
+import type { LoadedTask, TaskNetwork } from '../../shared/task.js';
 import { uploadDirectory } from '../sandbox/uploadDirectory.js';
 import { verifyInPlace } from '../verifier/runVerifier.js';
 import { runRedTeam, type RedTeamReport } from './redTeam/runRedTeam.js';
@@ -31,6 +31,8 @@ export interface TaskCheckReport {
   /** Every case passed, no exploit fooled the verifier and every exploit could be tried. */
   /** What the task ran on (an image built here: its id, the FROM and its substitute, verifier additions). */
   environmentIdentity: string;
+  /** What the task's sandboxes could reach, and which setting said so. */
+  network: TaskNetwork;
   passed: boolean;
   cases: TaskCheckCase[];
   /** The red team's exploits, each of which must score 0; `error` when it could not run at all. */
@@ -78,5 +80,5 @@ export async function checkTask(task: LoadedTask, provider: SandboxProvider, log
   }
   const exploitable = 'exploits' in redTeam && redTeam.exploitable;
   const redTeamComplete = 'exploits' in redTeam && redTeam.exploits.every((e) => !e.notRun);
-  return { taskId: task.id, version: task.version, environmentIdentity: environment.identity, passed: all.every((c) => c.passed) && !exploitable && redTeamComplete, cases: all, redTeam, exploitable };
+  return { taskId: task.id, version: task.version, environmentIdentity: environment.identity, network: task.network, passed: all.every((c) => c.passed) && !exploitable && redTeamComplete, cases: all, redTeam, exploitable };
 }

@@ -8,6 +8,7 @@ import { parse as parseToml, TomlError } from 'smol-toml';
 import { ClassifiedError } from '../../shared/failures.js';
 import { TaskTomlSchema, type LoadedTask, type TaskToml } from '../../shared/task.js';
 import { hashText, hashTree } from './hashTree.js';
+import { resolveTaskNetwork } from './taskNetwork.js';
 
 export function invalidTask(file: string, field: string | undefined, problem: string, fix: string): ClassifiedError<'task'> {
   return new ClassifiedError('task', 'invalid_spec', `${file}${field ? `: ${field}` : ''}: ${problem}. Fix: ${fix}`);
@@ -18,10 +19,10 @@ const KNOWN_KEYS: Record<string, readonly string[] | null> = {
   version: null,
   task: null,
   metadata: null,
-  verifier: ['timeout_sec', 'env', 'user', 'network_mode', 'environment_mode'],
-  agent: ['timeout_sec', 'user', 'network_mode'],
+  verifier: ['timeout_sec', 'env', 'user', 'network_mode', 'allowed_hosts', 'environment_mode'],
+  agent: ['timeout_sec', 'user', 'network_mode', 'allowed_hosts'],
   solution: ['env'],
-  environment: ['docker_image', 'build_timeout_sec', 'os', 'cpus', 'memory_mb', 'storage_mb', 'memory', 'storage', 'allow_internet', 'network_mode', 'gpus', 'workdir'],
+  environment: ['docker_image', 'build_timeout_sec', 'os', 'cpus', 'memory_mb', 'storage_mb', 'memory', 'storage', 'allow_internet', 'network_mode', 'allowed_hosts', 'gpus', 'workdir'],
 };
 
 const FIXES: Record<string, string> = {
@@ -35,7 +36,8 @@ const FIXES: Record<string, string> = {
   allow_internet: 'use true or false',
   workdir: 'use an absolute path, e.g. workdir = "/app"',
   docker_image: 'name an image, e.g. docker_image = "python:3.11-slim"',
-  network_mode: 'use network_mode = "none" (the default) or "public"',
+  network_mode: 'use network_mode = "public" (Harbor\'s default) or "no-network"',
+  allowed_hosts: 'give a list of host names, e.g. allowed_hosts = ["pypi.org"]',
   environment_mode: 'use environment_mode = "shared" (tests run in the agent\'s sandbox) or "separate" (a fresh one with the workspace copied in)',
   user: 'give a user name, e.g. user = "root"',
   os: 'use os = "linux"',
@@ -60,6 +62,16 @@ function refuseUnhonourable(file: string, dir: string, config: TaskToml): void {
       throw invalidTask(file, `[${section}].user`, `user = "${user}"; commands in sandboxes here run as root (without capabilities)`, 'drop the setting or set user = "root"');
     }
   }
+  for (const section of ['environment', 'agent', 'verifier'] as const) {
+    if (config[section].network_mode === 'allowlist') {
+      throw invalidTask(
+        file,
+        `[${section}].network_mode`,
+        `"allowlist" (only ${(config[section].allowed_hosts ?? []).join(', ') || 'the allowed_hosts'}) cannot be enforced by sandboxes here, and running it with more or less network would change the task`,
+        'use network_mode = "public" or "no-network", or run the task under Harbor on a provider with allowlists (e2b, modal, runloop)',
+      );
+    }
+  }
   for (const compose of ['docker-compose.yaml', 'docker-compose.yml', 'compose.yaml', 'compose.yml']) {
     if (existsSync(join(dir, 'environment', compose))) {
       throw invalidTask(join(dir, 'environment', compose), undefined, 'a compose file asks for sidecar services, which sandboxes here cannot run', 'fold what the task needs into environment/Dockerfile, or run the task under Harbor with Docker Compose');
@@ -70,9 +82,10 @@ function refuseUnhonourable(file: string, dir: string, config: TaskToml): void {
 /** Sentences for what is read but changes nothing (so nobody thinks it was applied). */
 function readNotes(config: TaskToml): string[] {
   const notes: string[] = [];
-  const publicNet = config.agent.network_mode === 'public' || config.environment.network_mode === 'public' || config.environment.allow_internet;
-  if (config.verifier.network_mode === 'public' && !publicNet) {
-    notes.push('task.toml: [verifier].network_mode = "public" is not applied: the verifier shares the agent\'s sandbox (no network); what tests/test.sh downloads is provided offline');
+  const network = resolveTaskNetwork(config);
+  const verifier = config.verifier.network_mode;
+  if (verifier !== undefined && verifier !== 'allowlist' && (verifier === 'public' ? 'public' : 'none') !== network.mode) {
+    notes.push(`task.toml: [verifier].network_mode = "${verifier}" is not applied: the verifier shares the agent's sandbox (network ${network.mode}); what tests/test.sh downloads is provided offline`);
   }
   if (config.verifier.environment_mode !== undefined) {
     notes.push(`task.toml: [verifier].environment_mode = "${config.verifier.environment_mode}" is not applied: the batch's verifyMode (in-place or clean-room) decides where tests run`);
@@ -178,7 +191,7 @@ export function loadTask(taskDir: string): LoadedTask {
     verifierTimeoutSec: config.verifier.timeout_sec,
     workdir: config.environment.workdir ?? '/app',
     declaredWorkdir: config.environment.workdir,
-    allowInternet: config.environment.allow_internet || config.environment.network_mode === 'public' || config.agent.network_mode === 'public',
+    network: resolveTaskNetwork(config),
     verifierEnvironmentMode: config.verifier.environment_mode,
     verifierHash: hashTree(testsDir),
     environmentHash: needsContainer && dockerImage ? hashText(`image:${dockerImage}`) : hashTree(environmentDir),

@@ -52,7 +52,7 @@ export function sandboxSpecForTask(task: LoadedTask, owner: SandboxOwner, labels
       ],
       workdir: task.declaredWorkdir ?? image.workdir,
       limits,
-      network: task.allowInternet ? 'public' : 'none',
+      network: task.network.mode,
       owner,
       labels: { task: task.id, ...labels },
     };
@@ -62,7 +62,7 @@ export function sandboxSpecForTask(task: LoadedTask, owner: SandboxOwner, labels
     environmentDir: task.environmentDir,
     workdir: task.workdir,
     limits,
-    network: task.allowInternet ? 'public' : 'none',
+    network: task.network.mode,
     owner,
     labels: { task: task.id, ...labels },
   };

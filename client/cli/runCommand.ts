@@ -17,6 +17,8 @@ import { temporalSettings, type openTemporalClient, type TemporalSettings } from
 import { dataDir as resolveDataDir, expandTaskDirs, parsePolicy, taskQueuesFor } from './cliSettings.js';
 import { parseCommandLine } from './commandLine.js';
 import { UsageError } from './usageError.js';
+import type { NetworkMode } from '../../shared/task.js';
+import { parseNetworkMode } from '../../activities/tasks/taskNetwork.js';
 import { liveRun, removeMarker, writeMarker } from '../stopping/embeddedRunMarker.js';
 import { interruptedExitCode, untilAborted, watchInterrupts } from '../stopping/interrupt.js';
 import { cancelLeftoverRun } from '../stopping/leftoverRun.js';
@@ -39,6 +41,8 @@ export const runUsage = `rollout run --tasks DIR... [--group-size N] [--policy P
   --chat-template FILE      with --token-mode pipeline: the Jinja chat template to render prompts with instead
                             of the server's (checked before anything starts; its sha256 is on every turn)
   --max-turns N, --verify in-place|clean-room, --min-valid N
+  --network none|public     what every sandbox may reach, instead of what each task's format gives it (Harbor:
+                            the internet unless task.toml says otherwise); recorded in each rollout's experiment
   --policy-calls queue|local  where each turn's policy call runs: an activity on the policy queue (default;
                             --policy-rate limits it) or a local activity of the rollout's workflow (10 server
                             round trips fewer per 5-turn rollout); docs/inference-server.md
@@ -98,6 +102,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       'min-valid': { type: 'string' },
       verify: { type: 'string' },
       'policy-calls': { type: 'string' },
+      network: { type: 'string' },
       out: { type: 'string' },
       embedded: { type: 'boolean', default: false },
       stay: { type: 'boolean', default: false },
@@ -110,6 +115,12 @@ export async function runCommand(argv: string[]): Promise<number> {
   if (!values.tasks?.length) throw new UsageError(`--tasks is required\n${runUsage}`);
   const verify = parseVerifyMode(values.verify);
   const policyCalls = parsePolicyCalls(values['policy-calls']);
+  let network: NetworkMode | undefined;
+  try {
+    network = values.network === undefined ? undefined : parseNetworkMode(values.network, '--network');
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
   const tasks = expandTaskDirs(values.tasks);
   const data = resolveDataDir(values['data-dir']);
   const batchId = values['batch-id'] ?? `batch-${new Date().toISOString().replace(/[-:T]/g, '').slice(0, 14)}`;
@@ -136,6 +147,7 @@ export async function runCommand(argv: string[]): Promise<number> {
     ...(values['max-turns'] ? { limits: { maxTurns: int('max-turns', values['max-turns'], 30) } } : {}),
     ...(verify ? { verifyMode: verify } : {}),
     ...(policyCalls ? { policyCalls } : {}),
+    ...(network ? { network } : {}),
   };
 
   // Validate everything before any server or worker starts.

@@ -8,6 +8,8 @@ import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandbo
 import { checkTask, type TaskCheckReport } from '../../activities/tasks/checkTask.js';
 import { loadTask } from '../../activities/tasks/loadTask.js';
 import { ClassifiedError } from '../../shared/failures.js';
+import type { NetworkMode } from '../../shared/task.js';
+import { describeNetwork, parseNetworkMode, withNetwork } from '../../activities/tasks/taskNetwork.js';
 import { HelpRequested, parseCommandLine, wantsHelp } from './commandLine.js';
 import { UsageError } from './usageError.js';
 
@@ -17,13 +19,15 @@ export const taskUsage = `rollout task check <task-dir>... [--network none|publi
   then a red team of generic exploits (exit with success at load, expected
   outputs empty/huge/link/pipe, workspace emptied), each of which must score 0.
   A task whose verifier rewards an exploit is reported exploitable (exit 1).
-  --network public  sandboxes reach the package registries through user-mode
-                    networking, whatever task.toml says (Harbor's default for a
-                    task.toml with no network key; ours is none); --network none
-                    takes it away from tasks that ask for it.`;
+  Each task's sandboxes get the network its task.toml gives (Harbor's rules: a
+  task.toml that sets none gets the internet); the report says which and why.
+  --network none|public  instead of what task.toml says: none (the sandbox's
+                    own loopback) or public (the internet through user-mode
+                    networking, private ranges closed).`;
 
 function printReport(report: TaskCheckReport): void {
   process.stdout.write(`${report.passed ? 'PASS' : 'FAIL'}  ${report.taskId}  (version ${report.version.slice(0, 12)})\n`);
+  process.stdout.write(`  network: ${describeNetwork(report.network)}\n`);
   for (const c of report.cases) {
     const got = c.reward === undefined ? 'no reward' : `reward ${c.reward}`;
     process.stdout.write(`  ${c.passed ? 'ok  ' : 'BAD '} ${c.name.padEnd(34)} expected ${c.expected}, ${got}${c.error ? `: ${c.error}` : ''}\n`);
@@ -48,13 +52,17 @@ export async function taskCommand(argv: string[]): Promise<number> {
   if (sub !== 'check') throw new UsageError(`unknown task subcommand ${JSON.stringify(sub ?? '')}; usage:\n${taskUsage}`);
   const { values, positionals } = parseCommandLine(rest, { command: 'task check', usage: taskUsage, options: { json: { type: 'boolean', default: false }, network: { type: 'string' } }, allowPositionals: true });
   if (positionals.length === 0) throw new UsageError(`name at least one task directory; usage:\n${taskUsage}`);
-  const network = values.network;
-  if (network !== undefined && network !== 'none' && network !== 'public') throw new UsageError(`--network ${JSON.stringify(network)}: use --network none or --network public`);
+  let network: NetworkMode | undefined;
+  try {
+    network = values.network === undefined ? undefined : parseNetworkMode(values.network, '--network');
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
 
   const tasks = positionals.map((dir) => {
     try {
       const task = loadTask(dir);
-      return network === undefined ? task : { ...task, allowInternet: network === 'public' };
+      return withNetwork(task, network, `rollout task check --network ${network ?? ''}`);
     } catch (err) {
       if (err instanceof ClassifiedError && err.failureClass === 'task') throw new UsageError(err.message);
       throw err;

@@ -1,5 +1,6 @@
 /** The short phrases both renderers use: outcome, reward, durations, attempt titles, the rollout's key facts. */
 import type { AttemptView, RolloutView } from './rolloutView.js';
+import { describeNetwork } from '../../activities/tasks/taskNetwork.js';
 
 export function durationText(ms: number): string {
   if (ms < 1000) return `${Math.round(ms)} ms`;
@@ -33,6 +34,7 @@ export function headlineFacts(view: RolloutView): string[] {
   const e = r?.experiment;
   const policy = e ? (e.policy.kind === 'scripted' ? `scripted:${e.policy.script}` : `${e.policy.model} at ${e.policy.baseUrl}`) : undefined;
   lines.push([`task ${state.taskId}`, e ? `version ${e.taskVersion.slice(0, 12)}` : undefined, policy ? `policy ${policy}` : undefined, e ? `verify ${e.verifyMode}` : undefined, e?.workerBuild ? `build ${e.workerBuild.deploymentName}/${e.workerBuild.buildId}` : undefined].filter(Boolean).join(' · '));
+  if (e?.network) lines.push(`network ${describeNetwork(e.network)}`);
   if (r) {
     const advantage = state.advantage === undefined ? 'advantage: group not finished' : state.advantage === null ? 'no advantage (excluded from the baseline)' : `advantage ${state.advantage.toFixed(3)}`;
     lines.push(`${r.valid ? 'valid' : 'not valid (outside the group baseline)'} · ${advantage} · ${r.attempts} attempt${r.attempts === 1 ? '' : 's'} · ${r.turns} turn${r.turns === 1 ? '' : 's'}`);

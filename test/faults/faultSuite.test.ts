@@ -8,7 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync, appendFileSync } from 'node:fs';
+import { cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -283,7 +283,7 @@ describe('fault suite', { timeout: 1_800_000 }, () => {
     const host = new FaultHost(scratch, 'disk-full');
     const task = join(scratch, 'tasks', 'small-disk-greeting');
     cpSync(greetingTask, task, { recursive: true });
-    appendFileSync(join(task, 'task.toml'), '\n[environment]\nstorage_mb = 16\n');
+    writeFileSync(join(task, 'task.toml'), readFileSync(join(task, 'task.toml'), 'utf8').replace('[environment]\n', '[environment]\nstorage_mb = 16\n'));
     const llm = await startScriptedOpenAIServer((_req, turn) => {
       if (turn === 0) return { toolCalls: [{ name: 'bash', arguments: { command: 'head -c 64M /dev/zero > /app/fill' } }] };
       if (turn === 1) return { toolCalls: [{ name: 'bash', arguments: { command: `rm -f /app/fill && ${WRITE_GREETING}` } }] };

@@ -10,10 +10,11 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { loadTrajectory } from '../../client/loadTrajectory.js';
 import { submitBatch } from '../../client/submitBatch.js';
-import type { GroupResult } from '../../shared/pipeline.js';
+import type { GroupResult, RolloutResult } from '../../shared/pipeline.js';
 import { startHarness, type Harness } from '../helpers/pipelineHarness.js';
 
 const examples = resolve(dirname(fileURLToPath(import.meta.url)), '../../examples/tasks');
+const fixtures = resolve(dirname(fileURLToPath(import.meta.url)), '../fixtures/tasks');
 let h: Harness;
 
 before(async () => {
@@ -156,6 +157,33 @@ describe('end-to-end batch', { timeout: 600_000 }, () => {
     const [budget] = [...(await collect(slow)).values()];
     const r = budget?.rollouts[0];
     assert.deepEqual([r?.outcomeClass, r?.outcomeType, r?.reward, r?.attempts], ['model', 'agent_timeout', 0, 1]);
+  });
+
+  test("a batch's --network reaches every sandbox and is recorded beside the task's own", async () => {
+    const probe = join(fixtures, 'network-probe');
+    const run = async (suffix: string, network?: 'none' | 'public'): Promise<RolloutResult | undefined> => {
+      const batch = await submitBatch(h.client, {
+        batchId: `${batchId}-net-${suffix}`,
+        tasks: [probe],
+        groupSize: 1,
+        minValid: 1,
+        policy: { kind: 'scripted', script: 'oracle' },
+        ...(network ? { network } : {}),
+        taskQueues: h.taskQueues,
+      });
+      return [...(await collect(batch)).values()][0]?.rollouts[0];
+    };
+    // The task says no-network: its sandbox has only loopback, and the verifier that looks for more scores 0.
+    const own = await run('own');
+    assert.equal(own?.reward, 0);
+    assert.deepEqual(own?.experiment?.network, { mode: 'none', source: 'task.toml [environment].network_mode = "no-network"' });
+    const opened = await run('public', 'public');
+    assert.equal(opened?.reward, 1, 'the sandbox had a network interface beyond loopback');
+    assert.deepEqual(opened?.experiment?.network, {
+      mode: 'public',
+      source: "the batch's network (rollout run --network public)",
+      task: { mode: 'none', source: 'task.toml [environment].network_mode = "no-network"' },
+    });
   });
 
   test('resubmitting the same batch attaches to the running or finished groups: no duplicated work', async () => {

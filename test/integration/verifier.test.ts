@@ -115,7 +115,7 @@ describe('verifier failures are infra, never a zero', { timeout: 300_000 }, () =
   test('test.sh past its timeout is infra/verifier_timeout', async () => {
     const task = taskVariant('write-greeting', 'slow', (dir) => {
       writeFileSync(join(dir, 'tests/test.sh'), '#!/bin/bash\nsleep 30\necho 1 > /logs/verifier/reward.txt\n');
-      writeFileSync(join(dir, 'task.toml'), '[verifier]\ntimeout_sec = 1.0\n[agent]\ntimeout_sec = 10.0\n');
+      writeFileSync(join(dir, 'task.toml'), '[verifier]\ntimeout_sec = 1.0\n[agent]\ntimeout_sec = 10.0\n[environment]\nnetwork_mode = "no-network"\n');
     });
     await assert.rejects(attempt(task, 'true', 'in-place'), (err: Error) => err.name === 'infra/verifier_timeout' && /\[verifier\]\.timeout_sec/.test(err.message));
   });

@@ -7,6 +7,7 @@ import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { loadTask } from '../../activities/tasks/loadTask.js';
 import { sandboxSpecForTask } from '../../activities/tasks/sandboxSpecForTask.js';
+import { describeNetwork, parseNetworkMode, withNetwork } from '../../activities/tasks/taskNetwork.js';
 
 const examples = resolve(dirname(fileURLToPath(import.meta.url)), '../../examples/tasks');
 const scratch = mkdtempSync(join(tmpdir(), 'load-task-test-'));
@@ -126,13 +127,17 @@ test("Harbor's current task.toml schema loads; what cannot be honoured is refuse
   );
   const task = loadTask(dir);
   assert.deepEqual(task.limits, { memoryMb: 1024, cpus: 1, diskMb: 2048 });
-  assert.deepEqual([task.workdir, task.declaredWorkdir, task.allowInternet, task.agentTimeoutSec], ['/work', '/work', true, 90]);
-  assert.deepEqual(task.warnings, ['task.toml: [verifier].environment_mode = "shared" is not applied: the batch\'s verifyMode (in-place or clean-room) decides where tests run']);
+  assert.deepEqual([task.workdir, task.declaredWorkdir, task.network.mode, task.agentTimeoutSec], ['/work', '/work', 'public', 90]);
+  assert.deepEqual(task.warnings, [
+    'task.toml: [verifier].network_mode = "none" is not applied: the verifier shares the agent\'s sandbox (network public); what tests/test.sh downloads is provided offline',
+    'task.toml: [verifier].environment_mode = "shared" is not applied: the batch\'s verifyMode (in-place or clean-room) decides where tests run',
+  ]);
   const refused: [string, RegExp][] = [
     ['[environment]\ngpus = 1', /\[environment\]\.gpus: 1 GPUs requested.*Fix: /],
     ['[agent]\nuser = "agent"', /\[agent\]\.user: user = "agent".*Fix: drop the setting/],
     ['[environment]\nos = "windows"', /\[environment\]\.os: os = "windows"/],
-    ['[agent]\nnetwork_mode = "bridge"', /\[agent\]\.network_mode: .*Fix: use network_mode = "none"/],
+    ['[agent]\nnetwork_mode = "bridge"', /\[agent\]\.network_mode: .*Fix: use network_mode = "public" \(Harbor's default\) or "no-network"/],
+    ['[agent]\nnetwork_mode = "allowlist"\nallowed_hosts = ["pypi.org"]', /\[agent\]\.network_mode: "allowlist" \(only pypi\.org\) cannot be enforced.*Fix: use network_mode = "public" or "no-network"/],
   ];
   for (const [toml, pattern] of refused) {
     writeFileSync(join(dir, 'task.toml'), toml);
@@ -141,6 +146,32 @@ test("Harbor's current task.toml schema loads; what cannot be honoured is refuse
   writeFileSync(join(dir, 'task.toml'), '[agent]\ntimeout_sec = 10.0\n');
   writeFileSync(join(dir, 'environment/compose.yaml'), 'services: {}\n');
   invalid(dir, /compose\.yaml: a compose file asks for sidecar services/);
+});
+
+test("a task's network follows Harbor's rules: the internet unless task.toml says otherwise; a batch's choice is recorded beside the task's", () => {
+  const dir = copyExample('write-greeting', 'network-rules');
+  const networkOf = (toml: string): [string, string] => {
+    writeFileSync(join(dir, 'task.toml'), toml);
+    const { network } = loadTask(dir);
+    return [network.mode, network.source];
+  };
+  assert.deepEqual(networkOf('[agent]\ntimeout_sec = 60.0\n'), ['public', "Harbor's default (task.toml sets no network_mode or allow_internet)"]);
+  assert.deepEqual(networkOf('[environment]\nnetwork_mode = "no-network"\n'), ['none', 'task.toml [environment].network_mode = "no-network"']);
+  assert.deepEqual(networkOf('[environment]\nnetwork_mode = "none"\n'), ['none', 'task.toml [environment].network_mode = "none"']);
+  assert.deepEqual(networkOf('version = "1.0"\n[environment]\nallow_internet = false\n'), ['none', 'task.toml [environment].allow_internet = false']);
+  assert.deepEqual(networkOf('version = "1.0"\n[environment]\nallow_internet = true\n'), ['public', 'task.toml [environment].allow_internet = true']);
+  // The agent phase overrides the environment's baseline (the sandbox is the agent's).
+  assert.deepEqual(networkOf('[environment]\nnetwork_mode = "no-network"\n[agent]\nnetwork_mode = "public"\n'), ['public', 'task.toml [agent].network_mode = "public"']);
+  // What a sandbox is given follows it; an override keeps what the task itself said.
+  writeFileSync(join(dir, 'task.toml'), '[agent]\ntimeout_sec = 60.0\n');
+  const task = loadTask(dir);
+  assert.equal(sandboxSpecForTask(task, { workflowId: 'w', runId: 'r', attempt: 0 }).network, 'public');
+  const overridden = withNetwork(task, 'none', 'rollout run --network none');
+  assert.equal(sandboxSpecForTask(overridden, { workflowId: 'w', runId: 'r', attempt: 0 }).network, 'none');
+  assert.equal(describeNetwork(overridden.network), "none (rollout run --network none; the task's own: public, from Harbor's default (task.toml sets no network_mode or allow_internet))");
+  assert.equal(withNetwork(task, undefined, 'unused'), task);
+  assert.throws(() => parseNetworkMode('bridge', '--network'), /--network "bridge": use none .* or public/);
+  assert.equal(parseNetworkMode('no-network', '--network'), 'none');
 });
 
 test("Terminal-Bench 2.0's legacy task.toml loads without warnings", () => {
