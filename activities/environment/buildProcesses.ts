@@ -21,6 +21,7 @@ import { mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync, writ
 import { join } from 'node:path';
 import { HolderSchema, holderAlive, thisProcess } from '../sandbox/local/holderProcess.js';
 import { processStartTime } from '../sandbox/local/procfs.js';
+import { markStorageForCleaning } from './buildStorage.js';
 import { z } from 'zod';
 
 const SETPRIV = '/usr/bin/setpriv';
@@ -174,6 +175,8 @@ export async function reapOrphanBuilds(cacheDir: string): Promise<{ groups: numb
       continue;
     }
     if (holderAlive(record.owner)) continue;
+    // Whatever its processes, a dead build may have left working containers and mounts in podman's storage.
+    if (record.command.startsWith('podman')) markStorageForCleaning(cacheDir);
     const leaderStart = processStartTime(record.pgid);
     const members = leaderStart === undefined || leaderStart === record.startTime ? groupMembers(record.pgid) : [];
     if (members.length > 0) {

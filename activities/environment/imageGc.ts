@@ -7,6 +7,7 @@
 import { existsSync, readdirSync, readFileSync, readlinkSync, rmSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import type { BaseImage } from './baseImage.js';
+import { cleanStorage } from './buildStorage.js';
 import { runTool, type ImageTools } from './imageTools.js';
 import type { TaskImage } from './taskImage.js';
 
@@ -94,6 +95,8 @@ export interface GcReport {
   removedImages: string[];
   removedBases: string[];
   kept: string[];
+  /** Working containers dead builds left in podman's storage, removed (none on a dry run). */
+  leftoverContainers: string[];
   before: DiskUse;
   after: DiskUse;
 }
@@ -106,6 +109,8 @@ export async function removeTaskImage(tools: ImageTools, image: TaskImage): Prom
 
 export async function gcImages(tools: ImageTools, options: { unusedForMs: number; dryRun: boolean }): Promise<GcReport> {
   const before = await diskUse(tools);
+  // Waits for builds running now to finish: whatever working containers are left then are dead builds'.
+  const leftoverContainers = options.dryRun ? [] : (await cleanStorage(tools, (file, args) => runTool(tools, file, args))).containers;
   const removedImages: string[] = [];
   const kept: string[] = [];
   const now = Date.now();
@@ -127,5 +132,5 @@ export async function gcImages(tools: ImageTools, options: { unusedForMs: number
     rmSync(join(tools.cacheDir, 'bases', `${base.recipeHash}.json`), { force: true });
   }
   if (!options.dryRun) await runTool(tools, 'podman', ['image', 'prune', '--force']);
-  return { removedImages, removedBases, kept, before, after: options.dryRun ? before : await diskUse(tools) };
+  return { removedImages, removedBases, kept, leftoverContainers, before, after: options.dryRun ? before : await diskUse(tools) };
 }

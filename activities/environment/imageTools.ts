@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { ClassifiedError } from '../../shared/failures.js';
 import { rolloutCacheDir } from '../../workers/cacheDir.js';
 import { guardedArgv, killBuildCgroup, reapOrphanBuilds, recordBuild } from './buildProcesses.js';
+import { cleanStorageIfIdle } from './buildStorage.js';
 
 export interface ImageTools {
   /** Where containers.conf, storage.conf and uv live (ROLLOUT_IMAGE_TOOLS, else the cache's image-tools). */
@@ -69,13 +70,28 @@ const reaped = new Map<string, Promise<unknown>>();
  * the result); a command past `timeoutMs` is killed with its process group,
  * and so is one whose worker dies (buildProcesses.ts).
  */
-export async function runTool(tools: ImageTools, file: string, args: string[], options: { logFile?: string; timeoutMs?: number; input?: string; cgroupParent?: string } = {}): Promise<RunResult> {
+export async function runTool(tools: ImageTools, file: string, args: string[], options: RunToolOptions = {}): Promise<RunResult> {
   let reaping = reaped.get(tools.cacheDir);
   if (!reaping) {
-    reaping = reapOrphanBuilds(tools.cacheDir).catch(() => undefined);
+    // Dead builds' processes first, then (if no build holds the storage now) their working containers and mounts.
+    reaping = reapOrphanBuilds(tools.cacheDir)
+      .then(() => cleanStorageIfIdle(tools, (f, a) => runToolNow(tools, f, a)))
+      .catch(() => undefined);
     reaped.set(tools.cacheDir, reaping);
   }
   await reaping;
+  return runToolNow(tools, file, args, options);
+}
+
+interface RunToolOptions {
+  logFile?: string;
+  timeoutMs?: number;
+  input?: string;
+  cgroupParent?: string;
+}
+
+/** runTool without the first-run reaping (the reaping's own tool runs). */
+async function runToolNow(tools: ImageTools, file: string, args: string[], options: RunToolOptions = {}): Promise<RunResult> {
   const result = new Promise<RunResult>((resolvePromise, reject) => {
     const [guard, guardArgs] = guardedArgv(file, args);
     const child = spawn(guard, guardArgs, { env: tools.env, stdio: ['pipe', 'pipe', 'pipe'], detached: true });

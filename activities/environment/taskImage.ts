@@ -21,6 +21,7 @@ import { baseForImage, DEBIAN_SUITES } from './baseMap.js';
 import { buildCgroupParent } from './buildProcesses.js';
 import { debianMirror, ensureBaseImage, imageExists } from './baseImage.js';
 import { parseDockerfile, rewriteFroms } from './dockerfile.js';
+import { withBuildStorage } from './buildStorage.js';
 import { withFileLock } from './fileLock.js';
 import { imageTools, runTool, runToolOk } from './imageTools.js';
 import { readVerifierNeeds } from './verifierNeeds.js';
@@ -174,29 +175,33 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
       const timeoutSec = task.config.environment.build_timeout_sec ?? DEFAULT_BUILD_TIMEOUT_SEC;
       log(`building ${tag} for ${task.id} (log ${buildLog}, timeout ${timeoutSec} s)`);
       const buildStarted = performance.now();
-      if (!(await imageExists(tools, tag))) {
-        // The RUN steps' containers go under a cgroup of this build's own, so they never outlive it (buildProcesses.ts).
-        const cgroupParent = buildCgroupParent();
-        const podmanBuild = (): ReturnType<typeof runTool> =>
-          runTool(tools, 'podman', ['build', '--network', 'host', '--pull=never', '--runtime', 'runc', '--cgroup-parent', cgroupParent, '--layers', '-f', join(dir, 'Dockerfile'), '-t', tag, task.environmentDir], { logFile: buildLog, timeoutMs: timeoutSec * 1000, cgroupParent });
-        let build = await podmanBuild();
-        const missing = build.code !== 0 && !build.timedOut ? missingAptPackages(readFileSync(buildLog, 'utf8')) : [];
-        const fallbacks = recipes.map(({ recipe }) => (recipe.aptFallback ? aptFallbackStep(recipe.aptFallback, mirror) : undefined));
-        if (missing.length > 0 && fallbacks.some(Boolean)) {
-          // The FROM line named an older release than the one made for it: what the newer one dropped comes from the older.
-          const releases = [...new Set(recipes.flatMap(({ recipe }) => (recipe.aptFallback ? [recipe.aptFallback] : [])))].join(', ');
-          const note = `apt: ${missing.join(', ')} not in Debian ${finalSuite ?? '?'}; installed from Debian ${releases} (the release the FROM line names), pinned below ${finalSuite ?? '?'}`;
-          log(`${tag}: ${note}; building again`);
-          writeFileSync(join(dir, 'Dockerfile'), `${rewriteFroms(parsed, bases.map((b) => b.baseImage), fallbacks)}\n${verifierStep(needs.aptPackages, needPython, parsed.finalUser)}`);
-          writeFileSync(buildLog, `${readFileSync(buildLog, 'utf8')}\n# ${note}: building again with it as a fallback source\n`);
-          build = await podmanBuild();
-          if (build.code === 0) notes.push(note);
+      const storageRun = (file: string, args: string[]): ReturnType<typeof runTool> => runTool(tools, file, args);
+      // Under the storage's shared lock: a cleaner (buildStorage.ts) never takes this build's working containers for a dead one's.
+      await withBuildStorage(tools, storageRun, async () => {
+        if (!(await imageExists(tools, tag))) {
+          // The RUN steps' containers go under a cgroup of this build's own, so they never outlive it (buildProcesses.ts).
+          const cgroupParent = buildCgroupParent();
+          const podmanBuild = (): ReturnType<typeof runTool> =>
+            runTool(tools, 'podman', ['build', '--network', 'host', '--pull=never', '--runtime', 'runc', '--cgroup-parent', cgroupParent, '--layers', '-f', join(dir, 'Dockerfile'), '-t', tag, task.environmentDir], { logFile: buildLog, timeoutMs: timeoutSec * 1000, cgroupParent });
+          let build = await podmanBuild();
+          const missing = build.code !== 0 && !build.timedOut ? missingAptPackages(readFileSync(buildLog, 'utf8')) : [];
+          const fallbacks = recipes.map(({ recipe }) => (recipe.aptFallback ? aptFallbackStep(recipe.aptFallback, mirror) : undefined));
+          if (missing.length > 0 && fallbacks.some(Boolean)) {
+            // The FROM line named an older release than the one made for it: what the newer one dropped comes from the older.
+            const releases = [...new Set(recipes.flatMap(({ recipe }) => (recipe.aptFallback ? [recipe.aptFallback] : [])))].join(', ');
+            const note = `apt: ${missing.join(', ')} not in Debian ${finalSuite ?? '?'}; installed from Debian ${releases} (the release the FROM line names), pinned below ${finalSuite ?? '?'}`;
+            log(`${tag}: ${note}; building again`);
+            writeFileSync(join(dir, 'Dockerfile'), `${rewriteFroms(parsed, bases.map((b) => b.baseImage), fallbacks)}\n${verifierStep(needs.aptPackages, needPython, parsed.finalUser)}`);
+            writeFileSync(buildLog, `${readFileSync(buildLog, 'utf8')}\n# ${note}: building again with it as a fallback source\n`);
+            build = await podmanBuild();
+            if (build.code === 0) notes.push(note);
+          }
+          if (build.code !== 0) {
+            const why = build.timedOut ? `ran past [environment] build_timeout_sec = ${timeoutSec}` : `failed (exit ${build.code})`;
+            throw new ClassifiedError('infra', 'provision_failed', `${task.dir}/environment/Dockerfile: the image build ${why}; full log: ${buildLog}\n${build.tail}`);
+          }
         }
-        if (build.code !== 0) {
-          const why = build.timedOut ? `ran past [environment] build_timeout_sec = ${timeoutSec}` : `failed (exit ${build.code})`;
-          throw new ClassifiedError('infra', 'provision_failed', `${task.dir}/environment/Dockerfile: the image build ${why}; full log: ${buildLog}\n${build.tail}`);
-        }
-      }
+      });
       const buildMs = Math.round(performance.now() - buildStarted);
       const info = JSON.parse(await runToolOk(tools, 'podman', ['image', 'inspect', tag])) as { Id: string; Size: number; Config?: { Env?: string[]; WorkingDir?: string } }[];
       const meta = info[0];
@@ -205,12 +210,14 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
       const staging = `${rootfs}.partial`;
       rmSync(staging, { recursive: true, force: true });
       mkdirSync(staging);
-      const mounted = (await runToolOk(tools, 'podman', ['image', 'mount', tag])).trim();
-      try {
-        await runToolOk(tools, 'cp', ['-a', '--reflink=auto', `${mounted}/.`, `${staging}/`], { logFile: buildLog });
-      } finally {
-        await runTool(tools, 'podman', ['image', 'unmount', tag]);
-      }
+      await withBuildStorage(tools, storageRun, async () => {
+        const mounted = (await runToolOk(tools, 'podman', ['image', 'mount', tag])).trim();
+        try {
+          await runToolOk(tools, 'cp', ['-a', '--reflink=auto', `${mounted}/.`, `${staging}/`], { logFile: buildLog });
+        } finally {
+          await runTool(tools, 'podman', ['image', 'unmount', tag]);
+        }
+      });
       renameSync(staging, rootfs);
       const wheels = await ensureWheelhouse(tools, needs.requirements, [...new Set([...needs.uvxPythons, ...(finalSuite ? [DEBIAN_SUITES[finalSuite].python] : [])])].sort(), log);
       const imageEnv = envRecord(meta.Config?.Env);

@@ -79,6 +79,7 @@ export async function envCommand(argv: string[]): Promise<number> {
     for (const tag of report.removedImages) process.stdout.write(`${values['dry-run'] ? 'would remove' : 'removed'} ${tag}\n`);
     for (const tag of report.removedBases) process.stdout.write(`${values['dry-run'] ? 'would remove' : 'removed'} base ${tag}\n`);
     for (const tag of report.kept) process.stdout.write(`kept ${tag}\n`);
+    if (report.leftoverContainers.length > 0) process.stdout.write(`removed ${report.leftoverContainers.length} working container(s) that killed builds left: ${report.leftoverContainers.join(', ')}\n`);
     process.stdout.write(`before: ${describeUse(report.before)}\nafter:  ${describeUse(report.after)}\n`);
     return 0;
   }

@@ -67,6 +67,22 @@ const recordsOf = (workerPid: number): string[] => {
   });
 };
 
+/** podman's storage-only containers (a build's working containers), by name. */
+async function workingContainers(): Promise<string[]> {
+  const listed = await runTool(imageTools(), 'podman', ['ps', '--all', '--external', '--format', 'json']);
+  assert.equal(listed.code, 0, listed.tail);
+  return (JSON.parse(listed.stdout || '[]') as { Names?: string[]; Id: string; State?: string }[]).filter((c) => c.State === 'storage').map((c) => c.Names?.[0] ?? c.Id);
+}
+
+/** Overlay mounts under the image cache's container storage. */
+function storageMounts(): string[] {
+  const storage = join(imageTools().cacheDir, '..', 'containers', 'storage');
+  return readFileSync('/proc/mounts', 'utf8')
+    .split('\n')
+    .map((line) => line.split(' ')[1] ?? '')
+    .filter((target) => target.startsWith(resolve(storage)) && target.endsWith('/merged'));
+}
+
 if (noTools) {
   test('build processes die with their worker', { skip: noTools }, () => undefined);
 } else {
@@ -77,6 +93,7 @@ if (noTools) {
     for (const guardKilledToo of [false, true]) {
       const how = guardKilledToo ? 'the worker and its build guard are SIGKILLed together: the next start kills the rest' : 'the worker is SIGKILLed: its podman build dies with it, what its RUN step started by the next start';
       test(how, async () => {
+        const before = { containers: await workingContainers(), mounts: storageMounts() };
         const marker = `rollout-orphan-${randomBytes(6).toString('hex')}`;
         const dir = sleepingTask(scratch, marker);
         const worker = envBuild(dir);
@@ -104,6 +121,9 @@ if (noTools) {
         const left = await eventually(async () => [...processesMentioning(marker), ...processesMentioning(dir)], (p) => p.length === 0, 'no process of the killed build is left', 20_000);
         assert.deepEqual(left, []);
         assert.deepEqual(recordsOf(workerPid), [], 'the dead worker’s build records are gone');
+        // Nor anything of it in podman's storage: its working containers and their overlay mounts.
+        assert.deepEqual((await workingContainers()).filter((c) => !before.containers.includes(c)), [], 'no working container of the killed build is left');
+        assert.deepEqual(storageMounts().filter((m) => !before.mounts.includes(m)), [], 'no overlay mount of the killed build is left');
       });
     }
   });
