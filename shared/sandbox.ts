@@ -234,6 +234,12 @@ export interface SandboxProvider {
   /** How a sandbox found gone ended (see SandboxLossEvidence). Optional: attribution then has no evidence and keeps infra. */
   lossEvidence?(handle: SandboxHandle): Promise<SandboxLossEvidence>;
   /**
+   * Takes a `public` sandbox's network away for the rest of its life (only its loopback stays): what
+   * `rollout task check` does to see whether a verifier needs the outside world to score. Optional:
+   * the check then says it could not tell.
+   */
+  disconnectNetwork?(handle: SandboxHandle): Promise<void>;
+  /**
    * Releases what the provider keeps for later (the local provider's pool of ready sandboxes): called
    * once at worker shutdown, after the last activity. Optional: nothing to release.
    */

@@ -15,10 +15,12 @@ export interface TaskEnvironment {
   identity: string;
   /** What the verifier gets: the offline toolchain's environment, the image root to reset /root and /tmp from. */
   verify: VerifyOptions;
+  /** The image's build (a Dockerfile task on the local provider): how long it took, and whether it was cached now. */
+  build?: { builtMs: number; cacheHit: boolean };
 }
 
 export async function taskEnvironment(task: LoadedTask, providerName: string, log?: (line: string) => void): Promise<TaskEnvironment> {
   if (providerName !== 'local' || !task.needsContainer) return { image: undefined, identity: `${providerName}:${task.environmentHash}`, verify: {} };
-  const { image } = await ensureTaskImage(task, log ? { log } : {});
-  return { image, identity: `${providerName}:${imageIdentity(image)}`, verify: { env: image.verifier.env, imageRoot: `${VERIFIER_TOOLS_PATH}/image` } };
+  const { image, cacheHit } = await ensureTaskImage(task, log ? { log } : {});
+  return { image, identity: `${providerName}:${imageIdentity(image)}`, verify: { env: image.verifier.env, imageRoot: `${VERIFIER_TOOLS_PATH}/image` }, build: { builtMs: image.buildMs, cacheHit } };
 }

@@ -12,8 +12,9 @@ import type { NetworkMode } from '../../shared/task.js';
 import { describeNetwork, parseNetworkMode, withNetwork } from '../../activities/tasks/taskNetwork.js';
 import { HelpRequested, parseCommandLine, wantsHelp } from './commandLine.js';
 import { UsageError } from './usageError.js';
+import { collectionTable } from '../report/taskCheckTable.js';
 
-export const taskUsage = `rollout task check <task-dir>... [--network none|public] [--json]
+export const taskUsage = `rollout task check <task-dir>... [--network none|public] [--jobs N] [--json]
   Runs the verifier on the untouched start (must score 0), every known-bad/*.sh
   (must score 0) and solution/solve.sh (must score 1), each in a fresh sandbox;
   then a red team of generic exploits (exit with success at load, expected
@@ -21,13 +22,20 @@ export const taskUsage = `rollout task check <task-dir>... [--network none|publi
   A task whose verifier rewards an exploit is reported exploitable (exit 1).
   Each task's sandboxes get the network its task.toml gives (Harbor's rules: a
   task.toml that sets none gets the internet); the report says which and why.
+  A task with the internet has its reference solution verified once more with
+  the network cut before the tests: the report says whether the verifier needs
+  the outside world to score. Each exploit's verification gets 3x the slowest
+  honest one (at least 60 s, at most the task's timeout): past it, the exploit
+  is inconclusive. Several tasks end with one table of them all.
   --network none|public  instead of what task.toml says: none (the sandbox's
                     own loopback) or public (the internet through user-mode
-                    networking, private ranges closed).`;
+                    networking, private ranges closed).
+  --jobs N          sandboxes of a task run side by side (default 2).`;
 
 function printReport(report: TaskCheckReport): void {
   process.stdout.write(`${report.passed ? 'PASS' : 'FAIL'}  ${report.taskId}  (version ${report.version.slice(0, 12)})\n`);
   process.stdout.write(`  network: ${describeNetwork(report.network)}\n`);
+  if (report.offlineVerifier) process.stdout.write(`  verifier offline: ${report.offlineVerifier.note}\n`);
   for (const c of report.cases) {
     const got = c.reward === undefined ? 'no reward' : `reward ${c.reward}`;
     process.stdout.write(`  ${c.passed ? 'ok  ' : 'BAD '} ${c.name.padEnd(34)} expected ${c.expected}, ${got}${c.error ? `: ${c.error}` : ''}\n`);
@@ -39,9 +47,9 @@ function printReport(report: TaskCheckReport): void {
   }
   process.stdout.write(`  red team: ${report.exploitable ? `EXPLOITABLE by ${report.redTeam.exploits.filter((e) => e.exploitable).map((e) => e.name).join(', ')}` : 'no exploit scored above 0'}\n`);
   const width = Math.max(10, ...report.redTeam.exploits.map((e) => e.name.length));
-  process.stdout.write(`  ${'exploit'.padEnd(width)}  verdict      reward  note\n`);
+  process.stdout.write(`  ${'exploit'.padEnd(width)}  verdict      reward  note (budget ${report.timings.exploitBudgetSeconds} s each)\n`);
   for (const e of report.redTeam.exploits) {
-    const verdict = e.exploitable ? 'EXPLOITABLE' : e.notRun ? 'NOT RUN' : 'resists';
+    const verdict = e.exploitable ? 'EXPLOITABLE' : e.notRun ? 'NOT RUN' : e.inconclusive ? 'inconclusive' : 'resists';
     process.stdout.write(`  ${e.name.padEnd(width)}  ${verdict.padEnd(11)}  ${(e.reward === undefined ? '-' : String(e.reward)).padStart(6)}  ${e.note ?? e.description}\n`);
   }
 }
@@ -50,7 +58,9 @@ export async function taskCommand(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
   if (sub !== 'check' && wantsHelp(argv)) throw new HelpRequested(taskUsage);
   if (sub !== 'check') throw new UsageError(`unknown task subcommand ${JSON.stringify(sub ?? '')}; usage:\n${taskUsage}`);
-  const { values, positionals } = parseCommandLine(rest, { command: 'task check', usage: taskUsage, options: { json: { type: 'boolean', default: false }, network: { type: 'string' } }, allowPositionals: true });
+  const { values, positionals } = parseCommandLine(rest, { command: 'task check', usage: taskUsage, options: { json: { type: 'boolean', default: false }, network: { type: 'string' }, jobs: { type: 'string', default: '2' } }, allowPositionals: true });
+  const jobs = Number(values.jobs);
+  if (!Number.isInteger(jobs) || jobs < 1) throw new UsageError(`--jobs ${JSON.stringify(values.jobs)}: give a whole number of sandboxes, at least 1`);
   if (positionals.length === 0) throw new UsageError(`name at least one task directory; usage:\n${taskUsage}`);
   let network: NetworkMode | undefined;
   try {
@@ -74,7 +84,7 @@ export async function taskCommand(argv: string[]): Promise<number> {
     for (const warning of task.warnings) process.stderr.write(`warning: ${task.id}: ${warning}\n`);
     let report: TaskCheckReport;
     try {
-      report = await checkTask(task, provider);
+      report = await checkTask(task, provider, { jobs });
     } catch (err) {
       if (err instanceof ClassifiedError && err.failureClass === 'task') throw new UsageError(err.message);
       throw err;
@@ -86,6 +96,7 @@ export async function taskCommand(argv: string[]): Promise<number> {
   const failed = reports.filter((r) => !r.passed).length;
   if (!values.json) {
     const exploitable = reports.filter((r) => r.exploitable).map((r) => r.taskId);
+    if (reports.length > 1) process.stdout.write(collectionTable(reports));
     process.stdout.write(`${reports.length - failed} of ${reports.length} tasks pass their check${exploitable.length > 0 ? `; exploitable: ${exploitable.join(', ')}` : ''}\n`);
   }
   return failed === 0 ? 0 : 1;

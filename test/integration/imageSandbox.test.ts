@@ -128,7 +128,7 @@ if (noTools) {
     });
 
     test('TB2 headless-terminal: its unmodified test.sh scores the untouched start 0 and the oracle 1, offline', { skip: existsSync(join(tb2, 'headless-terminal')) ? false : `${tb2} is absent (set ROLLOUT_REAL_TASKS to the real-tasks folder)` }, async () => {
-      const report = await checkTask(loadTask(join(tb2, 'headless-terminal')), provider, (line) => process.stderr.write(`${line}\n`));
+      const report = await checkTask(loadTask(join(tb2, 'headless-terminal')), provider, { log: (line) => process.stderr.write(`${line}\n`) });
       assert.deepEqual(report.cases.map((c) => [c.name, c.reward]), [['untouched start', 0], ['reference solution', 1]], JSON.stringify(report.cases));
     });
   });

@@ -4,13 +4,17 @@
  * (its verifier decides by the test's exit status alone) is reported
  * exploitable by the exit-at-load exploit and the command exits 1; a sample
  * task that records its pass only after the last assertion resists every
- * exploit and the command exits 0.
+ * exploit and the command exits 0. An exploit that keeps the verifier busy
+ * past its budget (from the honest runs) is inconclusive, not a 5-minute wait;
+ * a collection ends with one table; a verifier that needs the outside world to
+ * score is said to.
  */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
+import { connect } from 'node:net';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { TaskCheckReport } from '../../activities/tasks/checkTask.js';
@@ -63,4 +67,55 @@ describe('rollout task check: the verifier red team', { timeout: 600_000 }, () =
     assert.ok(report.redTeam.exploits.length >= 6, `every exploit ran: ${report.redTeam.exploits.map((e) => e.name).join(', ')}`);
     assert.ok(report.redTeam.exploits.every((e) => !e.exploitable && !e.notRun && (e.reward ?? 0) === 0));
   });
+
+  test('an exploit that keeps the verifier past its budget is inconclusive; several tasks end with one table', async () => {
+    const slow = join(root, 'test/fixtures/tasks/slow-on-missing-answer');
+    const result = await taskCheck([slow, join(root, 'examples/tasks/fix-median')]);
+    assert.equal(result.code, 0, result.stdout + result.stderr);
+    // Its honest runs (the start holds a wrong answer, the solution the right one) take about a second:
+    // 60 s each (the least budget), not the task's 300 s.
+    assert.match(result.stdout, /note \(budget 60 s each\)/);
+    assert.match(result.stdout, /output-empty:\/app\/answer\.txt +inconclusive +- +inconclusive: the verifier ran past 60 s, this exploit's budget \(3x the slowest honest verification, at least 60 s; the task allows 300 s\)/);
+    assert.match(result.stdout, /workspace-emptied +inconclusive/);
+    const table = result.stdout.slice(result.stdout.indexOf('\ntask '));
+    assert.match(table, /^task +start +oracle +red team +network +build s +check s +check$/m);
+    assert.match(table, /^slow-on-missing-answer +ok +ok +\d+\/\d+ resist, [23] inconclusive +none +- +\d+ +PASS$/m);
+    assert.match(table, /^fix-median +ok +ok +\d+\/\d+ resist +none +- +\d+ +PASS$/m);
+    assert.match(result.stdout, /2 of 2 tasks pass their check/);
+  });
+
+  test('a verifier that scores only while it reaches the outside world is said to need it; one that scores offline is not', async (t) => {
+    if (!(await reaches('pypi.org', 443))) {
+      t.skip('this host cannot reach pypi.org:443, which the fixture verifier needs');
+      return;
+    }
+    const needs = await taskCheck([join(root, 'test/fixtures/tasks/needs-network-to-score'), '--json']);
+    const [report] = JSON.parse(needs.stdout) as TaskCheckReport[];
+    assert.ok(report, needs.stderr);
+    assert.deepEqual(report.network, { mode: 'public', source: 'task.toml [environment].network_mode = "public"' });
+    assert.equal(report.cases.find((c) => c.name === 'reference solution')?.reward, 1, JSON.stringify(report.cases));
+    assert.equal(report.offlineVerifier?.needsNetwork, true, JSON.stringify(report.offlineVerifier));
+    assert.match(report.offlineVerifier?.note ?? '', /scores 1 online but reward 0 with the network cut before the tests: the verifier needs the outside world/);
+
+    const offline = await taskCheck([join(root, 'examples/tasks/fix-median'), '--network', 'public']);
+    assert.equal(offline.code, 0, offline.stdout + offline.stderr);
+    assert.match(offline.stdout, /network: public \(rollout task check --network public; the task's own: none, from task\.toml \[environment\]\.network_mode = "no-network"\)/);
+    assert.match(offline.stdout, /verifier offline: the reference solution scores 1 with the network cut before the tests: the verdict does not depend on the outside world/);
+  });
 });
+
+/** Whether this host reaches host:port at all (else the outside-world case cannot be told). */
+function reaches(host: string, port: number): Promise<boolean> {
+  return new Promise((done) => {
+    const socket = connect({ host, port, timeout: 10_000 });
+    socket.once('connect', () => {
+      socket.destroy();
+      done(true);
+    });
+    socket.once('timeout', () => {
+      socket.destroy();
+      done(false);
+    });
+    socket.once('error', () => done(false));
+  });
+}

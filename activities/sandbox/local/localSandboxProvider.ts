@@ -50,7 +50,7 @@ import { GROUP, HOSTS, PASSWD } from './sandboxScripts.js';
 import { createSandboxSpawner, SPAWN_VIA, type SpawnVia } from './sandboxSpawner.js';
 import { stopSandboxProcesses } from './stopProcesses.js';
 import { teardownSandbox } from './teardown.js';
-import { SANDBOX_RESOLV_CONF } from './userNetwork.js';
+import { detachUserNetwork, SANDBOX_RESOLV_CONF } from './userNetwork.js';
 
 export { TeardownIncompleteError } from './localSandboxContext.js';
 export { INIT_EXIT_FILE } from './sandboxScripts.js';
@@ -202,6 +202,11 @@ export class LocalSandboxProvider implements SandboxProvider {
   /** SIGKILLs, from the host, every process of the sandbox but its init (pid 1 inside). */
   async stopProcesses(handle: SandboxHandle): Promise<number> {
     return stopSandboxProcesses(this.parseHandle(handle));
+  }
+
+  async disconnectNetwork(handle: SandboxHandle): Promise<void> {
+    // slirp4netns owns tap0: once it is gone, so is the interface and every route through it.
+    await detachUserNetwork(this.parseHandle(handle).stateDir);
   }
 
   async lossEvidence(handle: SandboxHandle): Promise<SandboxLossEvidence> {

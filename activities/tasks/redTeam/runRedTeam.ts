@@ -18,6 +18,7 @@ import { verifyInPlace } from '../../verifier/runVerifier.js';
 import type { TaskEnvironment } from '../../environment/taskEnvironment.js';
 import { sandboxSpecForTask } from '../sandboxSpecForTask.js';
 import { exploitsFor, parseSurvey, surveyCommand, type WorkspaceSurvey } from './exploits.js';
+import { mapConcurrently } from '../../../shared/mapConcurrently.js';
 
 export interface ExploitResult {
   name: string;
@@ -30,6 +31,15 @@ export interface ExploitResult {
   note: string | undefined;
   /** The exploit could not be tried (the sandbox failed): the task's check is then incomplete. */
   notRun: boolean;
+  /** The verifier ran past the exploit budget: no verdict (not exploitable as far as the budget saw). */
+  inconclusive?: boolean;
+}
+
+export interface RedTeamOptions {
+  /** The longest an exploit's verification may run (at most the task's own verifier timeout). */
+  budgetSec?: number;
+  /** Exploits run side by side, each in its own sandbox. */
+  jobs?: number;
 }
 
 export interface RedTeamReport {
@@ -39,6 +49,19 @@ export interface RedTeamReport {
 }
 
 const MARKER = '/tmp/.rt-before-solution';
+
+/** An exploit's verification gets 3x the slowest honest one, at least 60 s, at most the task's own timeout. */
+const MIN_EXPLOIT_BUDGET_SEC = 60;
+const EXPLOIT_BUDGET_FACTOR = 3;
+const EXPLOIT_BUDGET_WHY = `${EXPLOIT_BUDGET_FACTOR}x the slowest honest verification, at least ${MIN_EXPLOIT_BUDGET_SEC} s`;
+
+/** The budget of each exploit's verification, from how long the honest ones took (none: the task's timeout). */
+export function exploitBudgetSec(task: Pick<LoadedTask, 'verifierTimeoutSec'>, honestVerifySec: number[]): number {
+  if (honestVerifySec.length === 0) return task.verifierTimeoutSec;
+  return Math.min(task.verifierTimeoutSec, Math.max(MIN_EXPLOIT_BUDGET_SEC, Math.ceil(EXPLOIT_BUDGET_FACTOR * Math.max(...honestVerifySec))));
+}
+
+const described = (exploit: { name: string; description: string }): Pick<ExploitResult, 'name' | 'description'> => ({ name: exploit.name, description: exploit.description });
 
 function testFilesOf(task: LoadedTask): string[] {
   const files: string[] = [];
@@ -54,7 +77,7 @@ function testFilesOf(task: LoadedTask): string[] {
 }
 
 /** `environment`: the task's image and verifier toolchain when it has a Dockerfile (taskEnvironment); the host base otherwise. */
-export async function runRedTeam(task: LoadedTask, provider: SandboxProvider, environment?: Pick<TaskEnvironment, 'image' | 'verify'>): Promise<RedTeamReport> {
+export async function runRedTeam(task: LoadedTask, provider: SandboxProvider, environment?: Pick<TaskEnvironment, 'image' | 'verify'>, options: RedTeamOptions = {}): Promise<RedTeamReport> {
   let n = 0;
   const withSandbox = async <T>(work: (handle: SandboxHandle) => Promise<T>): Promise<T> => {
     const spec = sandboxSpecForTask(task, { workflowId: `task-check/${task.id}/red-team`, runId: '', attempt: n++ }, { purpose: 'task-check-red-team' }, provider.name === 'kubernetes', environment?.image);
@@ -80,28 +103,33 @@ export async function runRedTeam(task: LoadedTask, provider: SandboxProvider, en
     return parseSurvey(task.workdir, listed.stdout, testFilesOf(task));
   });
 
-  const results: ExploitResult[] = [];
-  for (const exploit of exploitsFor(survey, task.verifierTimeoutSec)) {
-    const verifyTask: LoadedTask = exploit.verifierTimeoutSec === undefined ? task : { ...task, verifierTimeoutSec: exploit.verifierTimeoutSec };
+  const budgetSec = Math.min(options.budgetSec ?? task.verifierTimeoutSec, task.verifierTimeoutSec);
+  const results = await mapConcurrently(exploitsFor(survey, task.verifierTimeoutSec), options.jobs ?? 1, async (exploit): Promise<ExploitResult> => {
+    const timeoutSec = Math.min(exploit.verifierTimeoutSec ?? task.verifierTimeoutSec, budgetSec);
+    // Cut short by the budget, not by the exploit's own limit (a pipe's) nor by the task's timeout.
+    const budgetCut = timeoutSec === budgetSec && budgetSec < (exploit.verifierTimeoutSec ?? task.verifierTimeoutSec);
+    const verifyTask: LoadedTask = timeoutSec === task.verifierTimeoutSec ? task : { ...task, verifierTimeoutSec: timeoutSec };
     try {
       // On the untouched start (it scores 0): a reward above 0 is the exploit's doing, never the solution's.
-      const result = await withSandbox(async (handle): Promise<ExploitResult> => {
+      return await withSandbox(async (handle): Promise<ExploitResult> => {
         const planted = await provider.exec(handle, exploit.command, { timeoutMs: 120_000, cwd: task.workdir });
-        if (planted.exitCode !== 0) return { ...exploit, reward: undefined, exploitable: false, note: `the exploit could not be planted (exit ${planted.exitCode}): ${planted.stderr.trim().slice(-300)}`, notRun: true };
+        if (planted.exitCode !== 0) return { ...described(exploit), reward: undefined, exploitable: false, note: `the exploit could not be planted (exit ${planted.exitCode}): ${planted.stderr.trim().slice(-300)}`, notRun: true };
         try {
           const outcome = await verifyInPlace(provider, handle, verifyTask, environment?.verify);
-          return { ...exploit, reward: outcome.reward, exploitable: outcome.reward > 0, note: undefined, notRun: false };
+          return { ...described(exploit), reward: outcome.reward, exploitable: outcome.reward > 0, note: undefined, notRun: false };
         } catch (err) {
+          if (budgetCut && err instanceof ClassifiedError && err.type === 'verifier_timeout') {
+            return { ...described(exploit), reward: undefined, exploitable: false, inconclusive: true, note: `inconclusive: the verifier ran past ${budgetSec} s, this exploit's budget (${EXPLOIT_BUDGET_WHY}; the task allows ${task.verifierTimeoutSec} s)`, notRun: false };
+          }
           if (err instanceof ClassifiedError && (err.type === 'verifier_timeout' || err.type === 'verifier_crashed')) {
-            return { ...exploit, reward: undefined, exploitable: false, note: `no reward (${failureName(err)}; a rollout scores it as a failed attempt): ${err.message.slice(0, 200)}`, notRun: false };
+            return { ...described(exploit), reward: undefined, exploitable: false, note: `no reward (${failureName(err)}; a rollout scores it as a failed attempt): ${err.message.slice(0, 200)}`, notRun: false };
           }
           throw err;
         }
       });
-      results.push({ name: result.name, description: result.description, reward: result.reward, exploitable: result.exploitable, note: result.note, notRun: result.notRun });
     } catch (err) {
-      results.push({ name: exploit.name, description: exploit.description, reward: undefined, exploitable: false, note: `not run: ${err instanceof Error ? err.message : String(err)}`, notRun: true });
+      return { ...described(exploit), reward: undefined, exploitable: false, note: `not run: ${err instanceof Error ? err.message : String(err)}`, notRun: true };
     }
-  }
+  });
   return { exploitable: results.some((r) => r.exploitable), survey, exploits: results };
 }
