@@ -130,8 +130,8 @@ async function setCurrentBuild(buildId: string): Promise<void> {
  * before this one kills it), listing as running a workflow that has finished.
  */
 async function drained(buildId: string): Promise<void> {
-  // The janitor's scheduled runs are left out: one pinned to the old build can be stranded by the upgrade
-  // (seen twice: a host-a janitor run never finished once host-a's old worker left; issue 25 note). Rollouts are what drain.
+  // The janitor's scheduled runs are left out: they are not pinned (they move to the current build when
+  // its workers leave; checked at the end of the upgrade case). Rollouts are what drain.
   const query = `TemporalWorkerDeploymentVersion = "${DEPLOYMENT}:${buildId}" AND ExecutionStatus = "Running" AND WorkflowType != "janitor"`;
   const stillOpen = async (): Promise<string[]> => {
     const open: string[] = [];
@@ -445,7 +445,19 @@ describe('cluster chaos: the real Temporal server on PostgreSQL, three worker ho
     // could run it), its workers leave the other hosts while the second batch runs.
     await drained(from);
     const leftLater = await stopGracefully(old.slice(1).flat());
+    const oldBuildGone = new Date();
     await second.results;
+    // The hosts' janitor runs are not pinned (they move to the current build), so one started on the old
+    // build is not stranded when its workers leave: it would block its schedule's later runs (overlap SKIP).
+    const janitorQuery = `WorkflowType = "janitor" AND ExecutionStatus = "Running" AND StartTime < "${oldBuildGone.toISOString()}"`;
+    const strandedJanitors = async (): Promise<string[]> => {
+      const open: string[] = [];
+      for await (const wf of client.workflow.list({ query: janitorQuery })) {
+        if ((await client.workflow.getHandle(wf.workflowId, wf.runId).describe()).status.name === 'RUNNING') open.push(wf.workflowId);
+      }
+      return open;
+    };
+    await eventually(strandedJanitors, (open) => open.length === 0, 'every janitor run started before the old build left has finished', 180_000);
     const firstOutcome = await checkBatch(first, 1);
     const secondOutcome = await checkBatch(second, 0);
     assert.deepEqual([...leftEarly, ...leftLater], [...leftEarly, ...leftLater].map(() => 'exit 0'), 'the old workers stopped cleanly');
