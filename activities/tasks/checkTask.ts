@@ -15,7 +15,8 @@ import type { LoadedTask, TaskNetwork } from '../../shared/task.js';
 import { uploadDirectory } from '../sandbox/uploadDirectory.js';
 import { verifyInPlace } from '../verifier/runVerifier.js';
 import { exploitBudgetSec, runRedTeam, type RedTeamReport } from './redTeam/runRedTeam.js';
-import { taskEnvironment } from '../environment/taskEnvironment.js';
+import { taskEnvironment, type TaskEnvironment } from '../environment/taskEnvironment.js';
+import { ClassifiedError, failureName } from '../../shared/failures.js';
 import { sandboxSpecForTask } from './sandboxSpecForTask.js';
 import { mapConcurrently } from '../../shared/mapConcurrently.js';
 
@@ -41,6 +42,8 @@ export interface TaskCheckReport {
    * tests: whether the verdict depends on the outside world. Undefined for a task without network.
    */
   offlineVerifier: OfflineVerifierCheck | undefined;
+  /** Why the task's environment could not be made (its image build failed): then nothing else ran. */
+  environmentError?: string;
   /** Every case passed, no exploit fooled the verifier and every exploit could be tried. */
   passed: boolean;
   cases: TaskCheckCase[];
@@ -80,8 +83,28 @@ interface CaseRun extends TaskCheckCase {
 export async function checkTask(task: LoadedTask, provider: SandboxProvider, options: TaskCheckOptions = {}): Promise<TaskCheckReport> {
   const started = performance.now();
   const jobs = options.jobs ?? 2;
-  // A Dockerfile task runs on its image, built here first (or found in the cache).
-  const environment = await taskEnvironment(task, provider.name, options.log);
+  // A Dockerfile task runs on its image, built here first (or found in the cache). One that cannot be
+  // built is this task's verdict, not the end of a check over a collection.
+  let environment: TaskEnvironment;
+  try {
+    environment = await taskEnvironment(task, provider.name, options.log);
+  } catch (err) {
+    if (!(err instanceof ClassifiedError) || err.failureClass !== 'infra') throw err;
+    const environmentError = `${failureName(err)}: ${err.message}`;
+    return {
+      taskId: task.id,
+      version: task.version,
+      environmentIdentity: 'not built',
+      network: task.network,
+      offlineVerifier: undefined,
+      environmentError,
+      passed: false,
+      cases: [],
+      redTeam: { error: 'not run: the environment could not be built' },
+      exploitable: false,
+      timings: { build: undefined, checkSeconds: (performance.now() - started) / 1000, exploitBudgetSeconds: task.verifierTimeoutSec },
+    };
+  }
   const cases: { name: string; expected: 0 | 1; script: string | undefined; offline?: true }[] = [{ name: 'untouched start', expected: 0, script: undefined }];
   for (const bad of task.knownBadScripts) cases.push({ name: `known-bad ${bad.slice(bad.lastIndexOf('/') + 1)}`, expected: 0, script: bad });
   if (task.solutionScript) cases.push({ name: 'reference solution', expected: 1, script: task.solutionScript });

@@ -36,6 +36,7 @@ function printReport(report: TaskCheckReport): void {
   process.stdout.write(`${report.passed ? 'PASS' : 'FAIL'}  ${report.taskId}  (version ${report.version.slice(0, 12)})\n`);
   process.stdout.write(`  network: ${describeNetwork(report.network)}\n`);
   if (report.offlineVerifier) process.stdout.write(`  verifier offline: ${report.offlineVerifier.note}\n`);
+  if (report.environmentError) process.stdout.write(`  BAD  environment: ${report.environmentError.replace(/\n/g, '\n      | ')}\n`);
   for (const c of report.cases) {
     const got = c.reward === undefined ? 'no reward' : `reward ${c.reward}`;
     process.stdout.write(`  ${c.passed ? 'ok  ' : 'BAD '} ${c.name.padEnd(34)} expected ${c.expected}, ${got}${c.error ? `: ${c.error}` : ''}\n`);

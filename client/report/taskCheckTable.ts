@@ -24,12 +24,16 @@ function networkText(report: TaskCheckReport): string {
   return `${report.network.mode}${needs === true ? ', verifier needs it' : needs === false ? ', verifier offline ok' : ''}`;
 }
 
+/** start, oracle, red team: or, when its image could not be built, that instead. */
+function verdicts(r: TaskCheckReport): string[] {
+  if (r.environmentError) return ['no image', '-', '-'];
+  return [caseVerdict(r.cases.find((c) => c.name === 'untouched start')), caseVerdict(r.cases.find((c) => c.name === 'reference solution')), redTeamVerdict(r)];
+}
+
 export function collectionTable(reports: TaskCheckReport[]): string {
   const rows = reports.map((r) => [
     r.taskId,
-    caseVerdict(r.cases.find((c) => c.name === 'untouched start')),
-    caseVerdict(r.cases.find((c) => c.name === 'reference solution')),
-    redTeamVerdict(r),
+    ...verdicts(r),
     networkText(r),
     r.timings.build ? `${r.timings.build.seconds.toFixed(0)}${r.timings.build.cached ? ' (cached)' : ''}` : '-',
     r.timings.checkSeconds.toFixed(0),
