@@ -458,6 +458,15 @@ describe('cluster chaos: the real Temporal server on PostgreSQL, three worker ho
       return open;
     };
     await eventually(strandedJanitors, (open) => open.length === 0, 'every janitor run started before the old build left has finished', 180_000);
+    // The schedules fire every minute: the first run may still be ahead when this case runs alone.
+    const janitorRun = async (): Promise<{ workflowId: string; runId: string } | undefined> => {
+      for await (const wf of client.workflow.list({ query: 'WorkflowType = "janitor"' })) return wf;
+      return undefined;
+    };
+    const someJanitor = await eventually(janitorRun, (wf) => wf !== undefined, 'a janitor run of the hosts’ schedules', 150_000);
+    assert.ok(someJanitor);
+    const janitorBehavior = (await client.workflow.getHandle(someJanitor.workflowId, someJanitor.runId).describe()).raw.workflowExecutionInfo?.versioningInfo?.behavior;
+    assert.equal(janitorBehavior, proto.temporal.api.enums.v1.VersioningBehavior.VERSIONING_BEHAVIOR_AUTO_UPGRADE, 'a janitor run on versioned workers is auto-upgrade, not pinned');
     const firstOutcome = await checkBatch(first, 1);
     const secondOutcome = await checkBatch(second, 0);
     assert.deepEqual([...leftEarly, ...leftLater], [...leftEarly, ...leftLater].map(() => 'exit 0'), 'the old workers stopped cleanly');
