@@ -5,21 +5,25 @@
  */
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
 
+/** The fields of /proc/<pid>/stat after the command name (field 3 on), or undefined if the pid is gone. */
+function statFields(pid: number): string[] | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // The command name (field 2) may contain spaces and parentheses: split after the last ')'.
+    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  } catch {
+    return undefined;
+  }
+}
+
 /**
  * Field 22 of /proc/<pid>/stat: start time in clock ticks since boot; undefined
  * if the pid is gone or a zombie (dead, waiting only to be reaped by its parent).
  */
 export function processStartTime(pid: number): string | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // The command name (field 2) may contain spaces and parentheses: split after the last ')'.
-    const afterComm = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    const state = afterComm[0];
-    if (state === 'Z' || state === 'X') return undefined;
-    return afterComm[19];
-  } catch {
-    return undefined;
-  }
+  const fields = statFields(pid);
+  if (!fields || fields[0] === 'Z' || fields[0] === 'X') return undefined;
+  return fields[19];
 }
 
 export function isSameProcess(pid: number, startTime: string): boolean {
@@ -35,14 +39,9 @@ const PF_EXITING = 0x4;
  * before it becomes a zombie: in between, its start time still reads as alive, but it is dying.
  */
 export function isLiveProcess(pid: number, startTime: string): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const afterComm = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    if (afterComm[0] === 'Z' || afterComm[0] === 'X' || afterComm[19] !== startTime) return false;
-    return (Number(afterComm[6]) & PF_EXITING) === 0;
-  } catch {
-    return false;
-  }
+  const fields = statFields(pid);
+  if (!fields || fields[0] === 'Z' || fields[0] === 'X' || fields[19] !== startTime) return false;
+  return (Number(fields[6]) & PF_EXITING) === 0;
 }
 
 /** The inode of a namespace link such as /proc/<pid>/ns/pid, e.g. "pid:[4026532181]". */
