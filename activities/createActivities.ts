@@ -463,7 +463,8 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     reapSandboxes: async (options: { dryRun: boolean }): Promise<ReapReport> => {
-      const report = await reapSandboxes(deps.provider, deps.ownerStatus, { dryRun: options.dryRun });
+      // Heartbeats: the janitor's pass on a worker that dies is noticed within the heartbeat timeout.
+      const report = await withHeartbeats(() => reapSandboxes(deps.provider, deps.ownerStatus, { dryRun: options.dryRun }));
       await countSandboxes();
       if (report.reaped.length > 0 || report.errors.length > 0) deps.logger.info({ reaped: report.reaped, errors: report.errors, dryRun: report.dryRun }, 'reaper pass');
       return report;

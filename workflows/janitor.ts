@@ -6,6 +6,7 @@
 import { proxyActivities, setWorkflowOptions, workflowInfo } from '@temporalio/workflow';
 import type { PipelineActivities } from '../activities/createActivities.js';
 import type { ReapReport } from '../activities/reaper/reapSandboxes.js';
+import { HEARTBEAT_TIMEOUT } from './heartbeatTimeout.js';
 
 export interface JanitorInput {
   hostQueue: string;
@@ -28,6 +29,10 @@ export async function janitor(input: JanitorInput): Promise<ReapReport> {
     // A host that is down has nothing to reap until it is back; the next scheduled run tries again.
     scheduleToStartTimeout: '1 minute',
     startToCloseTimeout: '10 minutes',
+    // A pass whose worker died or lost its poll (a host killed, a Temporal service restarted) is
+    // noticed in seconds: without it the run waited out the 10 minutes, and its schedule (overlap
+    // SKIP) started no pass on that host meanwhile.
+    heartbeatTimeout: HEARTBEAT_TIMEOUT,
     retry: { maximumAttempts: 2 },
   });
   return reapSandboxes({ dryRun: input.dryRun ?? false });

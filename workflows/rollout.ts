@@ -21,6 +21,7 @@ import { ROLLOUT_ATTEMPTS, ROLLOUT_OUTCOME, ROLLOUT_OUTCOME_CLASS, ROLLOUT_REWAR
 import { classifyFailure, hostUnreachable, type Classified } from './classifyFailure.js';
 import type { TokenIntegrity } from '../shared/tokens.js';
 import { toolCallsSummary } from './toolCallsSummary.js';
+import { HEARTBEAT_TIMEOUT } from './heartbeatTimeout.js';
 import { cancelRolloutUpdate, policyVersionSignal, rolloutProgressQuery, type RolloutProgress } from './definitions.js';
 
 /** Failures that retrying the same activity cannot fix: every model and task type, and these infra ones. */
@@ -36,7 +37,6 @@ const NON_RETRYABLE = [
 
 const MALFORMED_TURNS_ALLOWED = 3;
 /** Tool and verify activities heartbeat every 2 s; this long without one means their worker is gone. */
-const HEARTBEAT_TIMEOUT = '15 seconds';
 
 /** Thrown instead of starting an attempt once an operator cancelled the rollout. */
 class CancelledByOperator extends Error {}

@@ -450,10 +450,17 @@ describe('cluster chaos: the real Temporal server on PostgreSQL, three worker ho
     // The hosts' janitor runs are not pinned (they move to the current build), so one started on the old
     // build is not stranded when its workers leave: it would block its schedule's later runs (overlap SKIP).
     const janitorQuery = `WorkflowType = "janitor" AND ExecutionStatus = "Running" AND StartTime < "${oldBuildGone.toISOString()}"`;
+    // Each open run with what the server says holds it (its pending activity or workflow task, its build), so a failure says why.
     const strandedJanitors = async (): Promise<string[]> => {
       const open: string[] = [];
       for await (const wf of client.workflow.list({ query: janitorQuery })) {
-        if ((await client.workflow.getHandle(wf.workflowId, wf.runId).describe()).status.name === 'RUNNING') open.push(wf.workflowId);
+        const described = await client.workflow.getHandle(wf.workflowId, wf.runId).describe();
+        if (described.status.name !== 'RUNNING') continue;
+        const raw = described.raw;
+        const activities = (raw.pendingActivities ?? []).map((a) => `${a.activityType?.name} ${String(a.state)} attempt ${a.attempt} on ${a.lastWorkerIdentity || 'no worker'}${a.lastFailure?.message ? ` (${a.lastFailure.message})` : ''}`);
+        const task = raw.pendingWorkflowTask ? `workflow task ${String(raw.pendingWorkflowTask.state)} attempt ${raw.pendingWorkflowTask.attempt}` : 'no workflow task';
+        const versioning = raw.workflowExecutionInfo?.versioningInfo;
+        open.push(`${wf.workflowId}: ${[...activities, task].join('; ')}; behavior ${String(versioning?.behavior)} on ${versioning?.deploymentVersion?.buildId ?? '?'}`);
       }
       return open;
     };
