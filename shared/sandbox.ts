@@ -225,6 +225,15 @@ export interface SandboxProvider {
   count?(): Promise<number>;
   renewLease(handle: SandboxHandle, leaseMs: number): Promise<void>;
   /**
+   * A sandbox beside a live one, for its verifier (Harbor runs the tests beside the agent's live
+   * processes: a server the tests call must still answer). It sees the first one's root filesystem as
+   * it is (writes of either side are seen by the other) and shares its network (its services answer on
+   * its loopback), but has processes, /tests, /logs, /tmp and /root of its own that the first one's
+   * processes cannot see, and limits of its own. Tearing the first one down takes it along. Optional:
+   * the in-place verifier then stops the agent's processes and runs the tests in the agent's sandbox.
+   */
+  provisionBeside?(handle: SandboxHandle, options?: { labels?: Record<string, string> }): Promise<ProvisionResult>;
+  /**
    * Kills every process of the sandbox but its own init, from outside, so it
    * works even when the sandbox cannot start one more process (a fork bomb
    * left running). Returns how many were killed. Optional: the verifier falls

@@ -1,10 +1,18 @@
 /**
  * Verification of one attempt, after the agent has stopped.
  *
- * in-place:   every process the agent left is killed; /tests, /logs/verifier
- *             (a reward file written by the agent), /root and /tmp are
- *             unlocked and emptied (RESET_FOR_TESTS); the task's tests are
- *             uploaded to /tests and tests/test.sh runs.
+ * in-place:   the tests run on the agent's files as they are. Where the
+ *             provider can (provisionBeside: the local provider), they run in
+ *             a sandbox beside the agent's: the same root filesystem and
+ *             network, so what the agent left running (a server the tests
+ *             call) keeps running as under Harbor, but processes, /tests,
+ *             /logs, /tmp and /root of its own that the agent's processes
+ *             cannot see: a process the agent left cannot learn that the tests
+ *             started, read them, or write the reward. Elsewhere every process
+ *             the agent left is killed first. Either way /tests, /logs/verifier
+ *             (a reward file written by the agent), /root and /tmp are unlocked
+ *             and emptied (RESET_FOR_TESTS); the task's tests are uploaded to
+ *             /tests and tests/test.sh runs.
  * clean-room: only the agent's workspace is copied into a fresh sandbox from
  *             the same spec, and the tests run there: a replaced test runner
  *             outside the workspace or a lingering process cannot reach them.
@@ -128,8 +136,16 @@ async function stopAgent(provider: SandboxProvider, handle: SandboxHandle): Prom
 }
 
 export async function verifyInPlace(provider: SandboxProvider, handle: SandboxHandle, task: LoadedTask, options: VerifyOptions = {}): Promise<VerifyOutcome> {
-  await stopAgent(provider, handle);
-  return runTests(provider, handle, task, 'in-place', options);
+  if (!provider.provisionBeside) {
+    await stopAgent(provider, handle);
+    return runTests(provider, handle, task, 'in-place', options);
+  }
+  const { handle: beside } = await provider.provisionBeside(handle, { labels: { purpose: 'verifier' } });
+  try {
+    return await runTests(provider, beside, task, 'in-place', options);
+  } finally {
+    await provider.teardown(beside);
+  }
 }
 
 /**

@@ -14,9 +14,10 @@ import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandbo
 import { checkTask } from '../../activities/tasks/checkTask.js';
 import { loadTask } from '../../activities/tasks/loadTask.js';
 import { sandboxSpecForTask } from '../../activities/tasks/sandboxSpecForTask.js';
-import { shellQuote } from '../../activities/sandbox/uploadDirectory.js';
+import { shellQuote, uploadDirectory } from '../../activities/sandbox/uploadDirectory.js';
 import { verifyCleanRoom, verifyInPlace, type VerifyOutcome } from '../../activities/verifier/runVerifier.js';
 import type { LoadedTask } from '../../shared/task.js';
+import { eventually } from '../helpers/eventually.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const examples = join(root, 'examples/tasks');
@@ -118,6 +119,93 @@ describe('verifier failures are infra, never a zero', { timeout: 300_000 }, () =
       writeFileSync(join(dir, 'task.toml'), '[verifier]\ntimeout_sec = 1.0\n[agent]\ntimeout_sec = 10.0\n[environment]\nnetwork_mode = "no-network"\n');
     });
     await assert.rejects(attempt(task, 'true', 'in-place'), (err: Error) => err.name === 'infra/verifier_timeout' && /\[verifier\]\.timeout_sec/.test(err.message));
+  });
+});
+
+describe('what the agent left running, in-place (Harbor runs the tests beside it)', { timeout: 300_000 }, () => {
+  // A server on the sandbox's loopback that serves the workspace, started by the agent and left running.
+  const startServer = `setsid python3 -m http.server 8080 --bind 127.0.0.1 --directory /app >/dev/null 2>&1 < /dev/null & echo $! > /tmp/server.pid; for i in $(seq 100); do python3 -c "import socket; socket.create_connection(('127.0.0.1', 8080), 1)" 2>/dev/null && exit 0; sleep 0.1; done; exit 1`;
+  const serviceTask = (): LoadedTask =>
+    taskVariant('write-greeting', 'service', (dir) =>
+      writeFileSync(
+        join(dir, 'tests/test.sh'),
+        `#!/bin/bash\nmkdir -p /logs/verifier\nbody=$(python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:8080/served.txt', timeout=5).read().decode(), end='')")\nif [ "$body" = served ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n`,
+      ),
+    );
+
+  // The sandbox beside is launched by the compiled helper, or without it by nsenter + unshare + a shell.
+  const chainProvider = new LocalSandboxProvider({ stateRoot: join(scratch, 'state-chain'), execHelper: null });
+  after(async () => assert.deepEqual(await chainProvider.list(), [], 'every sandbox of the program chain was torn down'));
+  for (const [launcher, p] of [['helper', provider], ['program chain', chainProvider]] as const) {
+    test(`a server the agent left running answers the tests, and still runs after them (${launcher})`, async () => {
+      const task = serviceTask();
+      const { handle } = await p.provision(sandboxSpecForTask(task, owner));
+      try {
+        const started = await p.exec(handle, `echo served > /app/served.txt && ${startServer}`, { timeoutMs: 30_000 });
+        assert.equal(started.exitCode, 0, `the agent's server came up: ${started.stderr}`);
+        const outcome = await verifyInPlace(p, handle, task);
+        assert.equal(outcome.reward, 1, `the tests reached the agent's server: ${outcome.outputTail}`);
+        // By its pid: a pgrep -f would find the shell that runs it, whose command line names the pattern.
+        const after = await p.exec(handle, 'kill -0 "$(cat /tmp/server.pid)"', { timeoutMs: 10_000 });
+        assert.equal(after.exitCode, 0, 'the server the agent left was not killed by the verifier');
+      } finally {
+        await p.teardown(handle);
+      }
+    });
+  }
+
+  test('clean-room: the tests do not reach it (the clean room has its own network and only the workspace)', async () => {
+    const outcome = await attempt(serviceTask(), `echo served > /app/served.txt && ${startServer}`, 'clean-room');
+    assert.equal(outcome.reward, 0);
+  });
+
+  // What a process left behind would watch for: the tests arriving in /tests, or the verifier's processes in /proc
+  // (spelled so that neither its own command line nor grep's matches).
+  const rewriter = (solve: string): string =>
+    `setsid bash -c ${shellQuote(`echo $$ > /tmp/rewriter.pid; while :; do if [ -e /tests/tes"t".sh ] || [ -e /tests/test_stat"s".py ] || grep -qsa -e "tests/tes[t].sh" -e "test_stat[s]" /proc/[0-9]*/cmdline; then {\n${solve.trim()}\n}; mkdir -p /logs/verifier; echo 1 > /logs/verifier/reward.txt; echo 1 > /tmp/rewrote; fi; sleep 0.01; done`)} >/dev/null 2>&1 < /dev/null & for i in $(seq 100); do [ -s /tmp/rewriter.pid ] && exit 0; sleep 0.05; done; exit 1`;
+
+  test('a process left to rewrite the answer and the reward once the tests appear gets 0, and never saw them', async () => {
+    const task = loadTask(join(examples, 'fix-median'));
+    const solve = readFileSync(task.solutionScript ?? '', 'utf8').replace(/^#!.*\n/, '');
+    const { handle } = await provider.provision(sandboxSpecForTask(task, owner));
+    try {
+      const left = await provider.exec(handle, rewriter(solve), { timeoutMs: 30_000 });
+      assert.equal(left.exitCode, 0, left.stderr);
+      const outcome = await verifyInPlace(provider, handle, task);
+      assert.equal(outcome.reward, 0, `the rewriter did not change what the tests read or the reward: ${outcome.outputTail}`);
+      const seen = await provider.exec(handle, 'kill -0 "$(cat /tmp/rewriter.pid)" && echo alive; cat /tmp/rewrote 2>/dev/null || echo never-triggered', { timeoutMs: 10_000 });
+      assert.deepEqual(seen.stdout.trim().split('\n'), ['alive', 'never-triggered'], 'the rewriter ran through the whole verification and never saw the tests or the verifier');
+    } finally {
+      await provider.teardown(handle);
+    }
+  });
+
+  test('the same rewriter scores 1 when the tests run where it can see them (what the isolation prevents)', async () => {
+    // The control: this scoring 1 is what shows the rewriter works, so its 0 above is the verifier's doing.
+    const task = loadTask(join(examples, 'fix-median'));
+    const solve = readFileSync(task.solutionScript ?? '', 'utf8').replace(/^#!.*\n/, '');
+    const { handle } = await provider.provision(sandboxSpecForTask(task, owner));
+    try {
+      assert.equal((await provider.exec(handle, rewriter(solve), { timeoutMs: 30_000 })).exitCode, 0);
+      await uploadDirectory(provider, handle, task.testsDir, '/tests');
+      await eventually(() => provider.exec(handle, 'cat /tmp/rewrote 2>/dev/null', { timeoutMs: 10_000 }), (r) => r.stdout.trim() === '1', 'the rewriter saw /tests in its own sandbox', 20_000);
+      const run = await provider.exec(handle, 'bash /tests/test.sh; cat /logs/verifier/reward.txt', { timeoutMs: 60_000 });
+      assert.equal(run.stdout.trim().split('\n').at(-1), '1');
+    } finally {
+      await provider.teardown(handle);
+    }
+  });
+
+  test("tearing the agent's sandbox down takes a verifier's sandbox beside it along", async () => {
+    const task = loadTask(join(examples, 'fix-median'));
+    const { handle } = await provider.provision(sandboxSpecForTask(task, owner));
+    const { handle: beside } = await provider.provisionBeside(handle, { labels: { purpose: 'verifier' } });
+    assert.deepEqual((await provider.list()).map((r) => r.id).sort(), [handle.id, beside.id].sort());
+    const probe = await provider.exec(beside, 'echo from-beside > /app/beside.txt; ls /proc | grep -c "^[0-9]"', { timeoutMs: 10_000 });
+    assert.equal(probe.exitCode, 0, probe.stderr);
+    assert.equal((await provider.exec(handle, 'cat /app/beside.txt', { timeoutMs: 10_000 })).stdout.trim(), 'from-beside', 'both see one root filesystem');
+    await provider.teardown(handle);
+    assert.deepEqual(await provider.list(), [], 'no sandbox is left');
   });
 });
 

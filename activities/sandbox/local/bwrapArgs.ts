@@ -42,11 +42,18 @@ function initArgs(spec: ResolvedSandboxSpec, programs: HostPrograms, execServer:
   return ['--cap-drop', 'ALL', ...caps, '--info-fd', '3', '--as-pid-1', '--', ...execServerInitArgv(spec.fileCapabilities)];
 }
 
-export async function bwrapArgs(spec: ResolvedSandboxSpec, stateDir: string, diskMb: number, etcDir: string, programs: HostPrograms, execServer: boolean): Promise<string[]> {
+/**
+ * `beside`: the arguments of a sandbox beside this one (its verifier), run in a copy of this one's
+ * launcher mount namespace and in its network namespace (provisionBeside): the same root filesystem
+ * (`stateDir` is the first sandbox's), no network namespace of its own, and fresh /tmp, /root, /tests
+ * and /logs where an image sandbox has them in its root filesystem (a host-base sandbox has them as
+ * tmpfs of its own anyway).
+ */
+export async function bwrapArgs(spec: ResolvedSandboxSpec, stateDir: string, diskMb: number, etcDir: string, programs: HostPrograms, execServer: boolean, beside = false): Promise<string[]> {
   const args = ['--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--hostname', 'sandbox'];
   // 'public': a namespace of its own too, which slirp4netns connects once the sandbox is up (userNetwork.ts).
-  if (spec.network !== 'host') args.push('--unshare-net');
-  if (spec.rootfs) return [...args, ...imageRootArgs(spec, stateDir, etcDir), '--chdir', spec.workdir, ...initArgs(spec, programs, execServer)];
+  if (spec.network !== 'host' && !beside) args.push('--unshare-net');
+  if (spec.rootfs) return [...args, ...imageRootArgs(spec, stateDir, etcDir, beside ? diskMb : null), '--chdir', spec.workdir, ...initArgs(spec, programs, execServer)];
   args.push('--ro-bind', '/usr', '/usr');
   args.push(...(await hostRootBinds()));
   args.push('--perms', '0755', '--dir', '/etc');
@@ -74,12 +81,19 @@ export async function bwrapArgs(spec: ResolvedSandboxSpec, stateDir: string, dis
  * whole root, writable as a container's; /proc, /dev, our hosts/hostname and the Harbor mount points
  * on top. Nothing of the host is visible but what readOnlyMounts names.
  */
-function imageRootArgs(spec: ResolvedSandboxSpec, stateDir: string, etcDir: string): string[] {
+function imageRootArgs(spec: ResolvedSandboxSpec, stateDir: string, etcDir: string, privateDirsMb: number | null): string[] {
   const args = ['--bind', join(stateDir, 'merged'), '/'];
   for (const name of ['hosts', 'hostname', ...(spec.network === 'public' ? ['resolv.conf'] : [])]) args.push('--ro-bind', join(etcDir, name), `/etc/${name}`);
   args.push('--proc', '/proc', '--dev', '/dev');
   for (const path of PROC_READ_ONLY) args.push('--ro-bind-try', path, path);
   for (const dir of ['/tmp', '/root', '/tests', '/solution', '/logs/agent', '/logs/verifier', spec.workdir]) args.push('--dir', dir);
+  if (privateDirsMb !== null) {
+    // A verifier beside the agent: what the agent's processes could have planted there, or could still
+    // write, is not what its tests see; the directories are its own (the verifier restores /root and /tmp).
+    const size = String(privateDirsMb * 1024 * 1024);
+    args.push('--perms', '1777', '--size', size, '--tmpfs', '/tmp', '--perms', '0700', '--size', size, '--tmpfs', '/root', '--size', size, '--tmpfs', '/tests');
+    args.push('--size', size, '--tmpfs', '/logs', '--dir', '/logs/agent', '--dir', '/logs/verifier');
+  }
   for (const m of spec.readOnlyMounts) args.push('--ro-bind', m.source, m.target);
   // The same init as on the host base (the keeper's bash is what the bash tool runs in the image too).
   args.push('--clearenv', '--setenv', 'PATH', spec.env.PATH ?? SANDBOX_PATH, '--setenv', 'HOME', '/root');

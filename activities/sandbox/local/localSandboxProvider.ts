@@ -36,6 +36,7 @@ import {
   type SandboxSpec,
   type TeardownReport,
 } from '../../../shared/sandbox.js';
+import { provisionBeside } from './besideSandbox.js';
 import { runInSandbox, type RunOptions, type RunResult } from './exec.js';
 import { chooseHelper } from './execHelper/execHelper.js';
 import { checkHostCapabilities, DEFAULT_HOST_PROGRAMS, type HostPrograms } from './hostCapabilities.js';
@@ -197,6 +198,12 @@ export class LocalSandboxProvider implements SandboxProvider {
   private async run(h: LocalSandboxHandle, inner: string[], options: RunOptions): Promise<RunResult> {
     await this.claim(h.id);
     return runInSandbox(this.ctx, h, inner, options);
+  }
+
+  /** A sandbox beside a live one, for its verifier (besideSandbox.ts): its root filesystem and network, processes and /tests of its own. */
+  async provisionBeside(handle: SandboxHandle, options: { labels?: Record<string, string> } = {}): Promise<ProvisionResult> {
+    await this.ensureHost();
+    return provisionBeside(this.ctx, this.parseHandle(handle), options.labels ?? {}, (id) => this.teardown(id));
   }
 
   /** SIGKILLs, from the host, every process of the sandbox but its init (pid 1 inside). */

@@ -23,14 +23,16 @@ export async function sandboxLossEvidence(ctx: LocalSandboxContext, handle: Sand
   }
   const exitFile = join(ctx.registry.stateDir(handle.id), INIT_EXIT_FILE);
   let status: number | null = null;
-  // The launcher writes the status once bwrap has returned, a moment after the init is gone.
+  // The launcher writes the status once bwrap has returned, a moment after the init is gone (the
+  // compiled helper creates the file empty at launch; the program chain only then).
   for (let i = 0; i < 100 && record && status === null; i++) {
     try {
       const text = (await readFile(exitFile, 'utf8')).trim();
       if (/^\d+$/.test(text)) status = Number(text);
     } catch {
-      await sleep(20);
+      // not written yet
     }
+    if (status === null) await sleep(20);
   }
   const SIGKILLED = 128 + osConstants.signals.SIGKILL;
   const initEnd: SandboxLossEvidence['initEnd'] = status === null ? null : status === SIGKILLED ? { kind: 'signal', signal: 'SIGKILL' } : { kind: 'exit', status };

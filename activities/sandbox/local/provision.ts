@@ -46,11 +46,10 @@ export async function checkLowerLayer(spec: ResolvedSandboxSpec): Promise<string
 }
 
 /**
- * Provisions one sandbox for a checked spec. On any failure after its record
- * is written, `teardown` removes what was made before the error is thrown.
+ * Writes the record of a new sandbox (and makes its state directory with `dirs` in it) before anything
+ * is launched, so a crash from here on leaves something teardown and the reaper find.
  */
-export async function provisionSandbox(ctx: LocalSandboxContext, spec: ResolvedSandboxSpec, teardown: (id: string) => Promise<unknown>): Promise<ProvisionResult> {
-  const id = `sbx-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+export async function writeNewRecord(ctx: LocalSandboxContext, id: string, spec: ResolvedSandboxSpec, dirs: string[], extra: Partial<StoredRecord> = {}): Promise<StoredRecord> {
   const stateDir = ctx.registry.stateDir(id);
   const now = Date.now();
   const record: StoredRecord = {
@@ -65,10 +64,12 @@ export async function provisionSandbox(ctx: LocalSandboxContext, spec: ResolvedS
     cgroupDirs: [],
     handle: null,
     holder: thisProcess(),
+    spec,
+    ...extra,
   };
   try {
-    await mkdir(join(stateDir, 'rw'), { recursive: true });
-    await mkdir(join(stateDir, 'merged'));
+    await mkdir(stateDir, { recursive: true });
+    for (const dir of dirs) await mkdir(join(stateDir, dir));
     await ctx.registry.write(record);
     ctx.claimed.add(id);
   } catch (err) {
@@ -76,9 +77,23 @@ export async function provisionSandbox(ctx: LocalSandboxContext, spec: ResolvedS
     await rm(stateDir, { recursive: true, force: true });
     throw sandboxError('provision_failed', `local sandbox ${id}: cannot write its state under ${ctx.registry.root} on this host: ${errorText(err)}`, err);
   }
+  return record;
+}
 
+/**
+ * Provisions one sandbox for a checked spec. On any failure after its record
+ * is written, `teardown` removes what was made before the error is thrown.
+ */
+export async function provisionSandbox(ctx: LocalSandboxContext, spec: ResolvedSandboxSpec, teardown: (id: string) => Promise<unknown>): Promise<ProvisionResult> {
+  const id = `sbx-${Date.now().toString(36)}-${randomBytes(4).toString('hex')}`;
+  const record = await writeNewRecord(ctx, id, spec, ['rw', 'merged']);
+  const { stateDir } = record;
+  const diskMb = spec.limits.diskMb ?? ctx.defaultDiskMb;
   try {
-    return await launch(ctx, spec, id, stateDir, record);
+    return await launch(ctx, spec, id, stateDir, record, {
+      argv: async (cgroup, memoryRlimitBytes, execSocket) => launcherArgv(ctx, cgroup, memoryRlimitBytes, spec, stateDir, diskMb, execSocket, await bwrapArgs(spec, stateDir, diskMb, ctx.etcDir, ctx.programs, execSocket !== null)),
+      userNetwork: spec.network === 'public',
+    });
   } catch (err) {
     await teardown(id).catch(() => undefined);
     if (err instanceof ClassifiedError) throw err;
@@ -93,7 +108,7 @@ const MAX_SOCKET_PATH_BYTES = 107;
  * compiled helper, or a state path too long for a unix socket. (No spec can keep sys_ptrace or
  * sys_admin, the capabilities that would reach a non-dumpable init: the schema allows six others.)
  */
-function execServerSocket(ctx: LocalSandboxContext, stateDir: string): string | null {
+export function execServerSocket(ctx: LocalSandboxContext, stateDir: string): string | null {
   if (!ctx.helper) return null;
   const path = join(stateDir, EXEC_SOCKET_FILE);
   return Buffer.byteLength(path) > MAX_SOCKET_PATH_BYTES ? null : path;
@@ -117,8 +132,14 @@ function launcherArgv(ctx: LocalSandboxContext, cgroup: CgroupPlacement | undefi
   ];
 }
 
-async function launch(ctx: LocalSandboxContext, spec: ResolvedSandboxSpec, id: string, stateDir: string, record: StoredRecord): Promise<ProvisionResult> {
-  const diskMb = spec.limits.diskMb ?? ctx.defaultDiskMb;
+/** How one sandbox is launched: the launcher's argv, given where its cgroups and exec socket are; and whether slirp4netns connects it. */
+export interface LaunchPlan {
+  argv(cgroup: CgroupPlacement | undefined, memoryRlimitBytes: number | null, execSocket: string | null): Promise<string[]>;
+  userNetwork: boolean;
+}
+
+/** Cgroups, the launcher, its ready report, the handle: what every local sandbox goes through once its record is on disk. */
+export async function launch(ctx: LocalSandboxContext, spec: ResolvedSandboxSpec, id: string, stateDir: string, record: StoredRecord, plan: LaunchPlan): Promise<ProvisionResult> {
   const cgroup = await createSandboxCgroup(id, spec.limits, ctx.cgroupRoot);
   record.cgroupDirs = cgroup?.dirs ?? [];
   // Written before anything joins the cgroups, so a teardown after a crash here finds them.
@@ -132,7 +153,7 @@ async function launch(ctx: LocalSandboxContext, spec: ResolvedSandboxSpec, id: s
   };
   const memoryRlimitBytes = enforcedLimits.memory === 'rlimit' && spec.limits.memoryMb !== undefined ? spec.limits.memoryMb * 1024 * 1024 : null;
   const execSocket = execServerSocket(ctx, stateDir);
-  const argv = launcherArgv(ctx, cgroup, memoryRlimitBytes, spec, stateDir, diskMb, execSocket, await bwrapArgs(spec, stateDir, diskMb, ctx.etcDir, ctx.programs, execSocket !== null));
+  const argv = await plan.argv(cgroup, memoryRlimitBytes, execSocket);
   await recordWritten;
 
   const logFile = join(stateDir, 'launch.log');
@@ -189,7 +210,7 @@ async function launch(ctx: LocalSandboxContext, spec: ResolvedSandboxSpec, id: s
     ...(spec.fileCapabilities.length > 0 ? { capabilities: spec.fileCapabilities } : {}),
     ...(execSocket !== null ? { execSocket } : {}),
   };
-  if (spec.network === 'public') {
+  if (plan.userNetwork) {
     const prefix = cgroup && cgroup.procFiles.length > 0 ? [ctx.programs.sh, '-c', JOIN_CGROUP_SCRIPT, 'rollout-join-cgroup'] : [];
     await attachUserNetwork({ initPid: childPid, stateDir, prefix, env: { PATH: SANDBOX_PATH, ROLLOUT_CGROUP_PROCS: cgroup?.procFiles.join(' ') ?? '' }, nsenter: ctx.programs.nsenter });
   }

@@ -11,7 +11,7 @@ import { mkdirSync, readdirSync, readFileSync } from 'node:fs';
 import { readdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { LocalSandboxHandleSchema, SandboxOwnerSchema } from '../../../shared/sandbox.js';
+import { LocalSandboxHandleSchema, SandboxOwnerSchema, SandboxSpecSchema } from '../../../shared/sandbox.js';
 import { HolderSchema } from './holderProcess.js';
 
 export const StoredRecordSchema = z.object({
@@ -28,6 +28,10 @@ export const StoredRecordSchema = z.object({
   handle: LocalSandboxHandleSchema.nullable(),
   /** The worker process that provisioned the sandbox or last took it over; absent in records written before it was kept. */
   holder: HolderSchema.optional(),
+  /** The spec it was provisioned from (what a sandbox beside it is built from); absent in records written before it was kept. */
+  spec: SandboxSpecSchema.optional(),
+  /** For a sandbox beside another (a verifier's, provisionBeside): that sandbox's id. Its teardown takes this one with it. */
+  beside: z.string().optional(),
 });
 export type StoredRecord = z.infer<typeof StoredRecordSchema>;
 

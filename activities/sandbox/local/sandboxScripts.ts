@@ -23,6 +23,12 @@ export const MOUNT_SCRIPT = [
   '"$@"',
   'echo $? > "$state/init-exit"',
 ].join('\n');
+/**
+ * Shell run by `nsenter --mount=... --net=...` and `unshare --mount` for a sandbox beside another (its
+ * verifier, provisionBeside): the other launcher's mount namespace is already entered and copied, so
+ * there is nothing to mount; runs bwrap and writes how its init ended, as MOUNT_SCRIPT does.
+ */
+export const BESIDE_SCRIPT = ['exit_file=$1; shift', '"$@"', 'echo $? > "$exit_file"'].join('\n');
 export const INIT_EXIT_FILE = 'init-exit';
 /** The exec server's socket in the state directory (execServer/sandbox-init.c). */
 export const EXEC_SOCKET_FILE = 'exec.sock';

@@ -12,6 +12,7 @@ import { LocalSandboxHandleSchema, type LocalSandboxHandle, type SandboxHandle, 
 import { cgroupPids, killCgroupProcesses, removeCgroups } from './cgroups.js';
 import { sleep, TeardownIncompleteError, type LocalSandboxContext } from './localSandboxContext.js';
 import { isSameProcess, namespaceOf, processesInNamespace } from './procfs.js';
+import { besidePrefix } from './besideSandbox.js';
 import { SANDBOX_ID } from './sandboxRegistry.js';
 import { detachUserNetwork } from './userNetwork.js';
 
@@ -21,6 +22,8 @@ export async function teardownSandbox(ctx: LocalSandboxContext, handleOrId: Sand
   if (!SANDBOX_ID.test(id)) return report;
   ctx.claimed.delete(id);
   const stateDir = ctx.registry.stateDir(id);
+  // A verifier's sandbox beside this one holds a copy of its mounts and shares its network: it goes first.
+  for (const beside of (await ctx.registry.listIds()).filter((other) => other.startsWith(besidePrefix(id)))) await teardownSandbox(ctx, beside);
   const record = await ctx.registry.get(id);
   const handle = record?.handle ?? (typeof handleOrId === 'string' ? null : LocalSandboxHandleSchema.safeParse(handleOrId).data ?? null);
   let exists = false;
@@ -74,7 +77,8 @@ export async function teardownSandbox(ctx: LocalSandboxContext, handleOrId: Sand
   if (network !== undefined) killed.add(network);
   if (!gone) throw new TeardownIncompleteError(`sandbox ${id}: processes did not exit within 2 s of SIGKILL; run teardown again`);
   report.processesKilled = killed.size;
-  if (mountNamespace) report.mountsRemoved = [`overlay on ${join(stateDir, 'merged')}`, `tmpfs on ${join(stateDir, 'rw')}`];
+  // A sandbox beside another mounted nothing of its own there (its namespace held only a copy of the other's).
+  if (mountNamespace && record?.beside === undefined) report.mountsRemoved = [`overlay on ${join(stateDir, 'merged')}`, `tmpfs on ${join(stateDir, 'rw')}`];
   const cgroups = await removeCgroups(cgroupDirs);
   report.cgroupsRemoved = cgroups.removed;
   if (cgroups.busy.length > 0) {

@@ -40,7 +40,7 @@ export function chooseHelper(option: string | null | undefined, env: NodeJS.Proc
 }
 
 /** What `--version` of the helper this checkout builds prints (sandbox-helper.c, main). */
-const HELPER_VERSION = 'rollout-sandbox-helper 2';
+const HELPER_VERSION = 'rollout-sandbox-helper 3';
 
 const list = (items: readonly string[]): string => (items.length > 0 ? items.join(',') : '-');
 
@@ -64,6 +64,18 @@ export function helperLaunchArgv(
   bwrap: readonly string[],
 ): string[] {
   return [helper, 'launch', list(launch.cgroupProcFiles), String(launch.memoryRlimitBytes ?? 0), launch.rwDir, launch.mergedDir, launch.exitFile, launch.lower, launch.size, launch.execSocket ?? '-', '--', ...bwrap];
+}
+
+/**
+ * `helper beside`: join the cgroups, enter the mount namespace of another sandbox's launcher (a private
+ * copy of it) and that sandbox's network namespace, run bwrap, record its end; the exec socket as in launch.
+ */
+export function helperBesideArgv(
+  helper: string,
+  launch: { cgroupProcFiles: readonly string[]; memoryRlimitBytes: number | null; mountOf: { pid: number; pidStartTime: string }; networkOf: { pid: number; pidStartTime: string }; exitFile: string; execSocket: string | null },
+  bwrap: readonly string[],
+): string[] {
+  return [helper, 'beside', list(launch.cgroupProcFiles), String(launch.memoryRlimitBytes ?? 0), String(launch.mountOf.pid), launch.mountOf.pidStartTime, String(launch.networkOf.pid), launch.networkOf.pidStartTime, launch.exitFile, launch.execSocket ?? '-', '--', ...bwrap];
 }
 
 /**

@@ -30,6 +30,15 @@
  *     and this binary as fd 6, opened through a read-only bind of itself made in the private mount
  *     namespace, for bwrap to exec `/proc/self/fd/6 init 5 6 KEEP` as the sandbox's pid 1.
  *
+ *   beside <cgroup-procs,...|-> <rlimit-as|0> <mount-pid> <mount-pid-start> <net-pid> <net-pid-start> <exit-file> <exec-socket|-> -- BWRAP ARGS...
+ *     a sandbox beside a live one (its verifier): like launch, but instead of mounting a
+ *     writable layer of its own it enters the mount namespace of the other sandbox's launcher
+ *     (where that one's overlay is mounted, so bwrap can bind it) and takes a private copy of
+ *     it, and it enters the other sandbox's network namespace (its services answer on its
+ *     loopback). Both pids are checked against their start times first. bwrap then makes
+ *     new pid, ipc and uts namespaces: the two sandboxes' processes cannot see each other.
+ *     The exit file is opened before any namespace is entered.
+ *
  *   init LISTEN-FD EXE-FD KEEP-CAPS
  *     the sandbox's pid 1 and the server of its execs: ../execServer/sandbox-init.c.
  */
@@ -74,6 +83,7 @@ static void usage(const char *message) {
   fprintf(stderr, "rollout-sandbox-helper: %s\n"
                   "usage: rollout-sandbox-helper exec PID START-TIME CGROUP-PROCS RLIMIT-AS KEEP-CAPS -- CMD...\n"
                   "       rollout-sandbox-helper launch CGROUP-PROCS RLIMIT-AS RW MERGED EXIT-FILE LOWER SIZE EXEC-SOCKET -- BWRAP...\n"
+                  "       rollout-sandbox-helper beside CGROUP-PROCS RLIMIT-AS MOUNT-PID MOUNT-START NET-PID NET-START EXIT-FILE EXEC-SOCKET -- BWRAP...\n"
                   "       rollout-sandbox-helper init LISTEN-FD EXE-FD KEEP-CAPS\n",
           message);
   exit(2);
@@ -262,15 +272,82 @@ static void pass_self(void) {
   move_fd(fd, 6);
 }
 
+/* A namespace of `pid` (ns/mnt, ns/net), opened once its start time is checked: a recycled pid cannot slip in. */
+static int open_namespace_of(const char *pid, const char *start_time, const char *ns) {
+  char path[64];
+  snprintf(path, sizeof path, "/proc/%s", pid);
+  int proc_dir = open(path, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (proc_dir < 0) die(1, "cannot open", path);
+  int fd = openat(proc_dir, ns, O_RDONLY | O_CLOEXEC);
+  if (fd < 0) die(1, "cannot open namespace of pid", pid);
+  if (!start_time_matches(proc_dir, start_time)) {
+    errno = ESRCH;
+    die(1, "the sandbox beside which to launch is gone: pid", pid);
+  }
+  close(proc_dir);
+  return fd;
+}
+
+/* Runs bwrap (argv), waits for it and writes how it ended to exit_fd; the exec socket and this binary were passed as fds 5 and 6. */
+static int run_and_record(char **argv, int exit_fd, int passed_fds) {
+  /* Descriptors the host left open (beyond bwrap's 3 and 4, the exec socket and this binary) do not enter the sandbox. */
+  syscall(SYS_close_range, 7, ~0u, 4 /* CLOSE_RANGE_CLOEXEC */);
+  signal(SIGCHLD, SIG_DFL);
+  pid_t child = fork();
+  if (child < 0) die(1, "fork", NULL);
+  if (child == 0) exec_or_die(argv);
+  /* The socket and the binary are the init's now: with them closed here, a dead init refuses connections. */
+  if (passed_fds) {
+    close(5);
+    close(6);
+  }
+  int status = 0;
+  while (waitpid(child, &status, 0) < 0) {
+    if (errno != EINTR) die(1, "waitpid", NULL);
+  }
+  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  char text[16];
+  int len = snprintf(text, sizeof text, "%d\n", code);
+  if (write(exit_fd, text, (size_t)len) != len) die(1, "cannot write the exit file", NULL);
+  close(exit_fd);
+  return 0;
+}
+
+static int beside_mode(int argc, char **argv) {
+  if (argc < 12 || strcmp(argv[10], "--") != 0) usage("beside: wrong arguments");
+  const char *exit_file = argv[8], *exec_socket = argv[9];
+  int passed_fds = strcmp(exec_socket, "-") != 0;
+  join_cgroups(argv[2]);
+  lower_address_space(argv[3]);
+  /* fd 7 and up are closed before bwrap runs: keep the exit file above them with close-on-exec. */
+  int exit_fd = open(exit_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (exit_fd < 0) die(1, "cannot write", exit_file);
+  int mount_ns = open_namespace_of(argv[4], argv[5], "ns/mnt");
+  int net_ns = open_namespace_of(argv[6], argv[7], "ns/net");
+  if (passed_fds) listen_at(exec_socket);
+  if (setns(net_ns, CLONE_NEWNET) != 0) die(1, "setns", "ns/net");
+  if (setns(mount_ns, CLONE_NEWNS) != 0) die(1, "setns", "ns/mnt");
+  close(net_ns);
+  close(mount_ns);
+  /* A copy of its own: the bind of this binary below (and what bwrap does) stays out of the other launcher's namespace. */
+  if (unshare(CLONE_NEWNS) != 0) die(1, "unshare the mount namespace", NULL);
+  if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) die(1, "make / private", NULL);
+  if (passed_fds) pass_self();
+  return run_and_record(argv + 11, exit_fd, passed_fds);
+}
+
 static int launch_mode(int argc, char **argv) {
   if (argc < 12 || strcmp(argv[10], "--") != 0) usage("launch: wrong arguments");
   const char *rw = argv[4], *merged = argv[5], *exit_file = argv[6], *lower = argv[7], *size = argv[8], *exec_socket = argv[9];
+  int passed_fds = strcmp(exec_socket, "-") != 0;
   join_cgroups(argv[2]);
   lower_address_space(argv[3]);
-  if (strcmp(exec_socket, "-") != 0) listen_at(exec_socket);
+  int exit_fd = open(exit_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (exit_fd < 0) die(1, "cannot write", exit_file);
+  if (passed_fds) listen_at(exec_socket);
   if (unshare(CLONE_NEWNS) != 0) die(1, "unshare the mount namespace", NULL);
   if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) die(1, "make / private", NULL);
-  if (strcmp(exec_socket, "-") != 0) pass_self();
+  if (passed_fds) pass_self();
 
   char options[8192];
   snprintf(options, sizeof options, "size=%s,mode=0755", size);
@@ -286,36 +363,17 @@ static int launch_mode(int argc, char **argv) {
   }
   if (mount("overlay", merged, "overlay", 0, options) != 0) die(1, "mount overlay on", merged);
 
-  /* Descriptors the host left open (beyond bwrap's 3 and 4, the exec socket and this binary) do not enter the sandbox. */
-  syscall(SYS_close_range, 7, ~0u, 4 /* CLOSE_RANGE_CLOEXEC */);
-  signal(SIGCHLD, SIG_DFL);
-  pid_t child = fork();
-  if (child < 0) die(1, "fork", NULL);
-  if (child == 0) exec_or_die(argv + 11);
-  /* The socket and the binary are the init's now: with them closed here, a dead init refuses connections. */
-  if (strcmp(exec_socket, "-") != 0) {
-    close(5);
-    close(6);
-  }
-  int status = 0;
-  while (waitpid(child, &status, 0) < 0) {
-    if (errno != EINTR) die(1, "waitpid", NULL);
-  }
-  int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  FILE *out = fopen(exit_file, "w");
-  if (!out) die(1, "cannot write", exit_file);
-  fprintf(out, "%d\n", code);
-  fclose(out);
-  return 0;
+  return run_and_record(argv + 11, exit_fd, passed_fds);
 }
 
 int main(int argc, char **argv) {
   if (argc < 2) usage("no mode");
   if (strcmp(argv[1], "exec") == 0) return exec_mode(argc, argv);
   if (strcmp(argv[1], "launch") == 0) return launch_mode(argc, argv);
+  if (strcmp(argv[1], "beside") == 0) return beside_mode(argc, argv);
   if (strcmp(argv[1], "init") == 0) return init_main(argc, argv);
   if (strcmp(argv[1], "--version") == 0) {
-    puts("rollout-sandbox-helper 2");
+    puts("rollout-sandbox-helper 3");
     return 0;
   }
   usage("unknown mode");
