@@ -194,7 +194,7 @@ async function examine(name: string, r: RolloutResult, peaks: HostPeaks): Promis
     case 'linger': {
       const survived = first(mine, /still alive after SIGTERM/);
       if (!/SIGTERM: \d+ \d+/.test(survived ?? '')) fail(`the lingering pair did not outlive SIGTERM inside, so nothing was tested: ${shorten(survived)}`);
-      how = `outlived SIGTERM inside (${shorten(survived).replace('still alive after SIGTERM: ', 'pids ').trim()}); SIGKILLed before the tests (in-place) or the workspace archive (clean-room); no ${ESCAPE_MARKER}-linger process on the host after`;
+      how = `outlived SIGTERM inside (${shorten(survived).replace('still alive after SIGTERM: ', 'pids ').trim()}); kept running in-place beside tests it could not see, SIGKILLed before the workspace archive (clean-room); no ${ESCAPE_MARKER}-linger process on the host after`;
       break;
     }
     case 'replace-tests': {
