@@ -43,13 +43,17 @@ export const SandboxSpecSchema = z
     /** Environment every command in the sandbox starts with (an image's ENV); an exec's own env wins. */
     env: z.record(z.string(), z.string()).default({}),
     /**
-     * Capabilities commands keep (the rest are dropped), from a small set that acts only on files the
-     * sandbox's own mount namespace shows: an image sandbox keeps the file ones Docker gives root
-     * (files COPY'd read-only are still root's to change), and setuid/setgid, which Docker gives root
-     * too (apt drops to its _apt user to download); another uid in the sandbox's own pid, mount and
-     * network namespaces reaches nothing more than root without capabilities does. Default: none.
+     * Capabilities commands keep (the rest are dropped), from a small set that acts only on what the
+     * sandbox's own namespaces hold: an image sandbox keeps the file ones Docker gives root (files
+     * COPY'd read-only are still root's to change), and setuid/setgid, which Docker gives root too (apt
+     * drops to its _apt user to download); another uid in the sandbox's own pid, mount and network
+     * namespaces reaches nothing more than root without capabilities does. Also from Docker's default
+     * set, for services an oracle starts: sys_chroot (sshd's privilege separation chroots to
+     * /run/sshd; the sandbox's root is a pivot_root, which no chroot gets above), kill (signals reach
+     * only the sandbox's own pid namespace, whose init the kernel shields) and net_bind_service (ports
+     * below 1024 of the sandbox's own network namespace). Default: none.
      */
-    fileCapabilities: z.array(z.enum(['chown', 'dac_override', 'fowner', 'fsetid', 'setuid', 'setgid'])).default([]),
+    fileCapabilities: z.array(z.enum(['chown', 'dac_override', 'fowner', 'fsetid', 'setuid', 'setgid', 'sys_chroot', 'kill', 'net_bind_service'])).default([]),
     /** Host directories bound read-only into the sandbox (the verifier's offline tools). */
     readOnlyMounts: z.array(z.object({ source: z.string().startsWith('/'), target: z.string().startsWith('/') }).strict()).default([]),
     /** Where the starting files appear inside the sandbox (Harbor: /app). */

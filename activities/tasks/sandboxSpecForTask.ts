@@ -42,7 +42,8 @@ export function sandboxSpecForTask(task: LoadedTask, owner: SandboxOwner, labels
       env: image.env,
       // Root in a Docker container may change any file of its image (a COPY'd 0444 file, say); these act only inside the sandbox's own root.
       // setuid/setgid as Docker's root has them: apt-get drops to _apt to download (an oracle that apt-installs needs it).
-      fileCapabilities: ['chown', 'dac_override', 'fowner', 'fsetid', 'setuid', 'setgid'],
+      // sys_chroot, kill and net_bind_service as Docker's root has them too: services an oracle starts (sshd chroots).
+      fileCapabilities: ['chown', 'dac_override', 'fowner', 'fsetid', 'setuid', 'setgid', 'sys_chroot', 'kill', 'net_bind_service'],
       // The verifier's offline tools (uv, wheels), read-only: the agent can read them but not change them.
       readOnlyMounts: [
         ...(image.verifier.uvDir ? [{ source: image.verifier.uvDir, target: `${VERIFIER_TOOLS_PATH}/bin` }] : []),

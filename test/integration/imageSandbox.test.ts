@@ -17,6 +17,7 @@ import { fileURLToPath } from 'node:url';
 import { removeTaskImage } from '../../activities/environment/imageGc.js';
 import { imageTools } from '../../activities/environment/imageTools.js';
 import { ensureTaskImage, type TaskImage } from '../../activities/environment/taskImage.js';
+import { shellQuote } from '../../activities/sandbox/uploadDirectory.js';
 import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
 import { checkTask } from '../../activities/tasks/checkTask.js';
 import { loadTask } from '../../activities/tasks/loadTask.js';
@@ -90,6 +91,30 @@ if (noTools) {
         assert.equal(r.stdout, 'absent\n', 'a later sandbox starts from the image again');
       } finally {
         await provider.teardown(next);
+      }
+    });
+
+    test("services an oracle starts get Docker's root capabilities that stay inside: a chroot (sshd's privilege separation) gets no further than the sandbox's root, a port below 1024 binds", async () => {
+      const { handle } = await provider.provision(spec());
+      try {
+        // The classic escape: chroot into a subdirectory holding a descriptor of the old root, then climb.
+        const escape = `import os
+fd = os.open('/', os.O_RDONLY)
+os.makedirs('/tmp/jail', exist_ok=True)
+os.chroot('/tmp/jail')
+os.fchdir(fd)
+for _ in range(64): os.chdir('..')
+os.chroot('.')
+print(' '.join(sorted(os.listdir('/'))))`;
+        const own = `python3 -c "import os; print(' '.join(sorted(os.listdir('/'))))"`;
+        const r = await provider.exec(handle, `${own} && python3 -c ${shellQuote(escape)} && python3 -c "import socket; s = socket.socket(); s.bind(('127.0.0.1', 22)); print('bound 22')"`);
+        assert.equal(r.exitCode, 0, r.stderr);
+        const [sandboxRoot = '', listing = '', bound] = r.stdout.trim().split('\n');
+        assert.ok(sandboxRoot.split(' ').includes('app'), sandboxRoot);
+        assert.equal(listing, sandboxRoot, "climbing out of the chroot ends at the sandbox's own root, not the host's");
+        assert.equal(bound, 'bound 22');
+      } finally {
+        await provider.teardown(handle);
       }
     });
 

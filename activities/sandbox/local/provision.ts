@@ -106,7 +106,7 @@ const MAX_SOCKET_PATH_BYTES = 107;
 /**
  * Where the sandbox's exec server listens (execServer/), or null when its init is the bash keeper: no
  * compiled helper, or a state path too long for a unix socket. (No spec can keep sys_ptrace or
- * sys_admin, the capabilities that would reach a non-dumpable init: the schema allows six others.)
+ * sys_admin, the capabilities that would reach a non-dumpable init: the schema allows nine others.)
  */
 export function execServerSocket(ctx: LocalSandboxContext, stateDir: string): string | null {
   if (!ctx.helper) return null;
