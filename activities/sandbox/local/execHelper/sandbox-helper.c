@@ -272,6 +272,16 @@ static void pass_self(void) {
   move_fd(fd, 6);
 }
 
+/* The exit file, opened now (before any namespace is entered) on a descriptor above the ones passed to bwrap (3 to 6). */
+static int open_exit_file(const char *path) {
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) die(1, "cannot write", path);
+  int high = fcntl(fd, F_DUPFD_CLOEXEC, 64);
+  if (high < 0) die(1, "dup the exit file", path);
+  close(fd);
+  return high;
+}
+
 /* A namespace of `pid` (ns/mnt, ns/net), opened once its start time is checked: a recycled pid cannot slip in. */
 static int open_namespace_of(const char *pid, const char *start_time, const char *ns) {
   char path[64];
@@ -319,9 +329,7 @@ static int beside_mode(int argc, char **argv) {
   int passed_fds = strcmp(exec_socket, "-") != 0;
   join_cgroups(argv[2]);
   lower_address_space(argv[3]);
-  /* fd 7 and up are closed before bwrap runs: keep the exit file above them with close-on-exec. */
-  int exit_fd = open(exit_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (exit_fd < 0) die(1, "cannot write", exit_file);
+  int exit_fd = open_exit_file(exit_file);
   int mount_ns = open_namespace_of(argv[4], argv[5], "ns/mnt");
   int net_ns = open_namespace_of(argv[6], argv[7], "ns/net");
   if (passed_fds) listen_at(exec_socket);
@@ -342,8 +350,7 @@ static int launch_mode(int argc, char **argv) {
   int passed_fds = strcmp(exec_socket, "-") != 0;
   join_cgroups(argv[2]);
   lower_address_space(argv[3]);
-  int exit_fd = open(exit_file, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (exit_fd < 0) die(1, "cannot write", exit_file);
+  int exit_fd = open_exit_file(exit_file);
   if (passed_fds) listen_at(exec_socket);
   if (unshare(CLONE_NEWNS) != 0) die(1, "unshare the mount namespace", NULL);
   if (mount("none", "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0) die(1, "make / private", NULL);
