@@ -18,11 +18,20 @@ export interface FromLine {
   stage: string | undefined;
 }
 
+/** A `COPY --from=` that names an image, not an earlier stage. */
+export interface CopyFromLine {
+  image: string;
+  where: string;
+  index: number;
+}
+
 export interface ParsedDockerfile {
   /** One entry per instruction (continuation lines joined), comments and blank lines as they were. */
   instructions: string[];
   /** FROM lines that name an image, not an earlier stage. */
   froms: FromLine[];
+  /** COPY --from= lines that name an image (a tool image), not an earlier stage or its index. */
+  copyFroms: CopyFromLine[];
   /** The last USER of the final stage, if any. */
   finalUser: string | undefined;
 }
@@ -48,6 +57,7 @@ export function parseDockerfile(text: string, file: string): ParsedDockerfile {
   }
   const stages = new Set<string>();
   const froms: FromLine[] = [];
+  const copyFroms: CopyFromLine[] = [];
   let finalUser: string | undefined;
   let sawFrom = false;
   instructions.forEach((instruction, index) => {
@@ -69,18 +79,25 @@ export function parseDockerfile(text: string, file: string): ParsedDockerfile {
       if (stage) stages.add(stage.toLowerCase());
     } else if (keyword === 'USER') {
       finalUser = words[1];
+    } else if (keyword === 'COPY') {
+      const from = words.find((w) => w.toLowerCase().startsWith('--from='))?.slice('--from='.length);
+      if (from && !stages.has(from.toLowerCase()) && !/^\d+$/.test(from)) copyFroms.push({ image: from, where: `${file}:${lineOf[index]}: ${instruction.trim().split('\n')[0]}`, index });
     }
   });
   if (!sawFrom) throw new ClassifiedError('task', 'invalid_spec', `${file}: no FROM instruction. Fix: start the Dockerfile with FROM <image>`);
-  return { instructions, froms, finalUser };
+  return { instructions, froms, copyFroms, finalUser };
 }
 
 /**
  * The Dockerfile with each FROM image replaced by `replacements[i]` (same order as `froms`), and
  * `after[i]`, when given, as the instructions right after that FROM line.
  */
-export function rewriteFroms(parsed: ParsedDockerfile, replacements: string[], after: (string | undefined)[] = []): string {
+export function rewriteFroms(parsed: ParsedDockerfile, replacements: string[], after: (string | undefined)[] = [], copyReplacements: string[] = []): string {
   const out = [...parsed.instructions];
+  parsed.copyFroms.forEach((copy, i) => {
+    const to = copyReplacements[i];
+    if (to) out[copy.index] = (out[copy.index] as string).replace(/--from=\S+/i, `--from=${to}`);
+  });
   parsed.froms.forEach((from, i) => {
     const parts = ['FROM', ...(from.platform ? [from.platform] : []), replacements[i] as string, ...(from.stage ? ['AS', from.stage] : [])];
     out[from.index] = [parts.join(' '), ...(after[i] ? [after[i]] : [])].join('\n');

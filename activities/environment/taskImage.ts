@@ -24,6 +24,7 @@ import { parseDockerfile, rewriteFroms } from './dockerfile.js';
 import { withBuildStorage } from './buildStorage.js';
 import { withFileLock } from './fileLock.js';
 import { imageTools, runTool, runToolOk } from './imageTools.js';
+import { ensureToolImage, type ToolImage } from './toolImages.js';
 import { readVerifierNeeds } from './verifierNeeds.js';
 import { ensureWheelhouse } from './wheelhouse.js';
 
@@ -57,6 +58,8 @@ export interface TaskImage {
   /** The image's ENV. */
   env: Record<string, string>;
   bases: SubstitutedBase[];
+  /** Tool images `COPY --from` names, made here from a package registry (toolImages.ts); absent in older records. */
+  toolImages?: ToolImage[];
   /** What was added so tests/test.sh runs offline, unmodified. */
   verifier: {
     aptPackages: string[];
@@ -148,9 +151,14 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
     const base = await ensureBaseImage(tools, recipe, mirror, log);
     bases.push({ from: from.where, substitute: recipe.substitute, baseImage: base.tag, baseImageId: base.id, hostCertificates: base.hostCertificates });
   }
-  const rewritten = `${rewriteFroms(parsed, bases.map((b) => b.baseImage))}\n${verifierStep(needs.aptPackages, needPython, parsed.finalUser)}`;
+  const toolImages: ToolImage[] = [];
+  for (const copy of parsed.copyFroms) toolImages.push(await ensureToolImage(tools, copy.image, `${task.dir}/${copy.where}`, log));
+  const toolTags = toolImages.map((t) => t.tag);
+  const rewritten = `${rewriteFroms(parsed, bases.map((b) => b.baseImage), [], toolTags)}\n${verifierStep(needs.aptPackages, needPython, parsed.finalUser)}`;
   const contextHash = hashTree(task.environmentDir);
-  const key = createHash('sha256').update(JSON.stringify({ BUILDER_VERSION, rewritten, contextHash, bases: bases.map((b) => b.baseImageId), requirements: needs.requirements, uv: needs.usesUv ? tools.uvVersion : null })).digest('hex');
+  const key = createHash('sha256')
+    .update(JSON.stringify({ BUILDER_VERSION, rewritten, contextHash, bases: bases.map((b) => b.baseImageId), requirements: needs.requirements, uv: needs.usesUv ? tools.uvVersion : null, ...(toolImages.length > 0 ? { tools: toolImages.map((t) => t.imageId) } : {}) }))
+    .digest('hex');
   const dir = join(tools.cacheDir, 'tasks', key);
   const recordFile = join(dir, 'image.json');
   const tag = `localhost/rollout-task/${task.id.toLowerCase().replace(/[^a-z0-9._-]/g, '-')}:${key.slice(0, 20)}`;
@@ -191,7 +199,7 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
             const releases = [...new Set(recipes.flatMap(({ recipe }) => (recipe.aptFallback ? [recipe.aptFallback] : [])))].join(', ');
             const note = `apt: ${missing.join(', ')} not in Debian ${finalSuite ?? '?'}; installed from Debian ${releases} (the release the FROM line names), pinned below ${finalSuite ?? '?'}`;
             log(`${tag}: ${note}; building again`);
-            writeFileSync(join(dir, 'Dockerfile'), `${rewriteFroms(parsed, bases.map((b) => b.baseImage), fallbacks)}\n${verifierStep(needs.aptPackages, needPython, parsed.finalUser)}`);
+            writeFileSync(join(dir, 'Dockerfile'), `${rewriteFroms(parsed, bases.map((b) => b.baseImage), fallbacks, toolTags)}\n${verifierStep(needs.aptPackages, needPython, parsed.finalUser)}`);
             writeFileSync(buildLog, `${readFileSync(buildLog, 'utf8')}\n# ${note}: building again with it as a fallback source\n`);
             build = await podmanBuild();
             if (build.code === 0) notes.push(note);
@@ -238,6 +246,7 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
         workdir: meta.Config?.WorkingDir || '/',
         env: imageEnv,
         bases,
+        ...(toolImages.length > 0 ? { toolImages } : {}),
         verifier: {
           aptPackages: needs.aptPackages,
           requirements: needs.requirements,
@@ -271,5 +280,6 @@ export function imageIdentity(image: TaskImage): string {
     v.wheels.length ? `wheels ${v.requirements.join(',')}` : '',
   ].filter(Boolean);
   const notes = v.notes.length > 0 ? `; builder notes: ${v.notes.join('; ')}` : '';
-  return `image:${image.imageId} built here; FROM ${bases}; verifier additions: ${added.join('; ') || 'none'}${notes}`;
+  const toolImages = (image.toolImages ?? []).map((t) => `; COPY --from=${t.original} -> ${t.substitute} [${t.imageId.slice(0, 19)}]`).join('');
+  return `image:${image.imageId} built here; FROM ${bases}${toolImages}; verifier additions: ${added.join('; ') || 'none'}${notes}`;
 }

@@ -16,7 +16,7 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { removeTaskImage } from '../../activities/environment/imageGc.js';
 import { imageTools } from '../../activities/environment/imageTools.js';
-import { ensureTaskImage, type TaskImage } from '../../activities/environment/taskImage.js';
+import { ensureTaskImage, imageIdentity, type TaskImage } from '../../activities/environment/taskImage.js';
 import { shellQuote } from '../../activities/sandbox/uploadDirectory.js';
 import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
 import { checkTask } from '../../activities/tasks/checkTask.js';
@@ -113,6 +113,20 @@ print(' '.join(sorted(os.listdir('/'))))`;
         assert.ok(sandboxRoot.split(' ').includes('app'), sandboxRoot);
         assert.equal(listing, sandboxRoot, "climbing out of the chroot ends at the sandbox's own root, not the host's");
         assert.equal(bound, 'bound 22');
+      } finally {
+        await provider.teardown(handle);
+      }
+    });
+
+    test('COPY --from a tool image of a registry (ghcr.io/astral-sh/uv): made from its PyPI wheel, its files where the original has them, named in the identity', async () => {
+      const toolTask = loadTask(join(root, 'test/fixtures/tool-image-task'));
+      const built = (await ensureTaskImage(toolTask, { log: (line) => process.stderr.write(`${line}\n`) })).image;
+      assert.match(imageIdentity(built), /COPY --from=ghcr\.io\/astral-sh\/uv:0\.9\.5 -> uv 0\.9\.5 from PyPI/);
+      const { handle } = await provider.provision(sandboxSpecForTask(toolTask, { workflowId: 'tool-image', runId: '', attempt: 0 }, {}, false, built));
+      try {
+        const r = await provider.exec(handle, 'cat /app/uv-version.txt; /bin/uvx --version; ls -l /bin/uv');
+        assert.equal(r.exitCode, 0, r.stderr);
+        assert.match(r.stdout, /^uv 0\.9\.5\b.*\nuv(x)? 0\.9\.5\b/s, 'the build step ran the copied uv, and uvx came along');
       } finally {
         await provider.teardown(handle);
       }
