@@ -5,7 +5,8 @@
  *   python:3.X[.Y][-slim][-bookworm|-trixie]  the Debian release whose python3 is 3.X
  *                                             (bookworm 3.11, trixie 3.13) + pip, venv,
  *                                             python-is-python3; pip installs system-wide
- *                                             as in the official image (no PEP 668 marker)
+ *                                             as in the official image (no PEP 668 marker),
+ *                                             pip upgradable, site-packages in /usr/local
  *   debian:12[.N][-slim], debian:bookworm     bookworm
  *   debian:13[.N][-slim], debian:trixie       trixie
  *   ubuntu:24.04 / noble                      trixie (substituted: the nearest Debian)
@@ -45,6 +46,20 @@ const PATH_WITH_LOCAL = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:
 /** The official python image has its headers (Python.h) too: C extensions built in a task need them. */
 const PYTHON_PACKAGES = ['python3', 'python3-dev', 'python3-pip', 'python3-venv', 'python-is-python3', 'ca-certificates'];
 
+/**
+ * What makes Debian's python3 behave like the official python image for what Dockerfiles do with it:
+ * no PEP 668 marker (pip installs system-wide); pip installed by pip itself into /usr/local, with the
+ * RECORD file Debian's packaged pip lacks, so `pip install --upgrade pip` replaces it instead of
+ * failing ("Cannot uninstall pip ... installed by debian"), and the `pip` on PATH is that one; and
+ * /usr/local/lib/python3.X/site-packages, where the official image keeps installed packages, leading
+ * to Debian's dist-packages there.
+ */
+const PYTHON_LIKE_THE_OFFICIAL_IMAGE = [
+  'rm -f "$1"/usr/lib/python3*/EXTERNALLY-MANAGED',
+  'chroot "$1" python3 -m pip install --quiet --disable-pip-version-check --no-index --find-links /usr/share/python-wheels --ignore-installed pip',
+  'v=$(chroot "$1" python3 -c "import sys; print(\'%d.%d\' % sys.version_info[:2])") && mkdir -p "$1/usr/local/lib/python$v/dist-packages" && ln -sfn dist-packages "$1/usr/local/lib/python$v/site-packages"',
+];
+
 const UserRuleSchema = z.array(
   z
     .object({
@@ -76,9 +91,9 @@ function builtIn(image: string, from: string): BaseRecipe | undefined {
     return {
       suite,
       packages: PYTHON_PACKAGES,
-      customize: ['rm -f "$1"/usr/lib/python3*/EXTERNALLY-MANAGED'],
+      customize: PYTHON_LIKE_THE_OFFICIAL_IMAGE,
       env: [PATH_WITH_LOCAL, 'LANG=C.UTF-8'],
-      substitute: `Debian ${suite} minbase with Debian's python3 ${version} (headers, pip, venv)${release}`,
+      substitute: `Debian ${suite} minbase with Debian's python3 ${version} (headers, pip, venv; pip upgradable and site-packages in /usr/local as in the official image)${release}`,
       ...(named && named !== suite && named in DEBIAN_SUITES ? { aptFallback: named as DebianSuite } : {}),
     };
   }

@@ -118,6 +118,20 @@ print(' '.join(sorted(os.listdir('/'))))`;
       }
     });
 
+    test("a python:3.X base behaves like the official image for a Dockerfile: pip upgrades itself, packages land in /usr/local/lib/python3.X/site-packages", async () => {
+      const pyTask = loadTask(join(root, 'test/fixtures/python-base-task'));
+      // The build itself is the check: both RUN steps fail on Debian's packaged pip and layout.
+      const built = (await ensureTaskImage(pyTask, { log: (line) => process.stderr.write(`${line}\n`) })).image;
+      const { handle } = await provider.provision(sandboxSpecForTask(pyTask, { workflowId: 'python-base', runId: '', attempt: 0 }, {}, false, built));
+      try {
+        const r = await provider.exec(handle, 'cat /app/pip-version.txt; command -v pip; python3 -c "import six; print(six.__file__)"');
+        assert.equal(r.exitCode, 0, r.stderr);
+        assert.match(r.stdout, /^pip \S+ from \/usr\/local\/lib\/python3\.13\/(site|dist)-packages\/pip .*\n\/usr\/local\/bin\/pip\n\/usr\/local\/lib\/python3\.13\/(site|dist)-packages\/six\.py\n$/);
+      } finally {
+        await provider.teardown(handle);
+      }
+    });
+
     test('COPY --from a tool image of a registry (ghcr.io/astral-sh/uv): made from its PyPI wheel, its files where the original has them, named in the identity', async () => {
       const toolTask = loadTask(join(root, 'test/fixtures/tool-image-task'));
       const built = (await ensureTaskImage(toolTask, { log: (line) => process.stderr.write(`${line}\n`) })).image;
