@@ -19,6 +19,7 @@ import { taskEnvironment, type TaskEnvironment } from '../environment/taskEnviro
 import { ClassifiedError, failureName } from '../../shared/failures.js';
 import { sandboxSpecForTask } from './sandboxSpecForTask.js';
 import { mapConcurrently } from '../../shared/mapConcurrently.js';
+import { unreachableHosts, type OutsideWorldNeed } from './outsideWorld.js';
 
 export interface TaskCheckCase {
   name: string;
@@ -44,6 +45,11 @@ export interface TaskCheckReport {
   offlineVerifier: OfflineVerifierCheck | undefined;
   /** Why the task's environment could not be made (its image build failed): then nothing else ran. */
   environmentError?: string;
+  /**
+   * The task failed here because its build, reference solution or verifier reaches for hosts beyond the
+   * package registries this machine serves (outsideWorld.ts): not the task's failure nor the pipeline's.
+   */
+  needsInternet?: OutsideWorldNeed;
   /** Every case passed, no exploit fooled the verifier and every exploit could be tried. */
   passed: boolean;
   cases: TaskCheckCase[];
@@ -78,6 +84,8 @@ export interface TaskCheckOptions {
 
 interface CaseRun extends TaskCheckCase {
   verifySec: number | undefined;
+  /** Hosts beyond the registries the solution's and the verifier's output say were out of reach. */
+  unreachable: { oracle: string[]; verifier: string[] };
 }
 
 export async function checkTask(task: LoadedTask, provider: SandboxProvider, options: TaskCheckOptions = {}): Promise<TaskCheckReport> {
@@ -91,7 +99,9 @@ export async function checkTask(task: LoadedTask, provider: SandboxProvider, opt
   } catch (err) {
     if (!(err instanceof ClassifiedError) || err.failureClass !== 'infra') throw err;
     const environmentError = `${failureName(err)}: ${err.message}`;
+    const hosts = unreachableHosts(err.message);
     return {
+      ...(hosts.length > 0 ? { needsInternet: { hosts, stage: 'build' as const } } : {}),
       taskId: task.id,
       version: task.version,
       environmentIdentity: 'not built',
@@ -112,6 +122,8 @@ export async function checkTask(task: LoadedTask, provider: SandboxProvider, opt
   const probeOffline = task.network.mode === 'public' && task.solutionScript !== undefined && provider.disconnectNetwork !== undefined;
   if (probeOffline) cases.push({ name: 'reference solution, tests offline', expected: 1, script: task.solutionScript, offline: true });
 
+  // TB2's test.sh curls astral.sh for uv's installer; an image built here has uv from PyPI instead.
+  const provided = environment.verify.env?.UV_OFFLINE ? ['astral.sh'] : [];
   const runs = await mapConcurrently(cases, jobs, async (c, i): Promise<CaseRun> => {
     const spec = sandboxSpecForTask(task, { workflowId: `task-check/${task.id}`, runId: '', attempt: i }, { purpose: 'task-check' }, false, environment.image);
     const { handle } = await provider.provision(spec);
@@ -126,15 +138,21 @@ export async function checkTask(task: LoadedTask, provider: SandboxProvider, opt
       if (c.offline) await provider.disconnectNetwork?.(handle);
       const outcome = await verifyInPlace(provider, handle, task, environment.verify);
       const tail = run ? `solution: ${`${run.stdout}\n${run.stderr}`.trim().split('\n').slice(-10).join('\n')}\nverifier: ${outcome.outputTail}` : `verifier: ${outcome.outputTail}`;
-      return { name: c.name, expected: c.expected, reward: outcome.reward, passed: outcome.reward === c.expected, error: undefined, outputTail: tail, verifySec: outcome.durationMs / 1000 };
+      const unreachable = { oracle: run ? unreachableHosts(`${run.stdout}\n${run.stderr}`, provided) : [], verifier: unreachableHosts(outcome.outputTail, provided) };
+      return { name: c.name, expected: c.expected, reward: outcome.reward, passed: outcome.reward === c.expected, error: undefined, outputTail: tail, verifySec: outcome.durationMs / 1000, unreachable };
     } catch (err) {
-      return { name: c.name, expected: c.expected, reward: undefined, passed: false, error: err instanceof Error ? err.message : String(err), outputTail: undefined, verifySec: undefined };
+      const error = err instanceof Error ? err.message : String(err);
+      return { name: c.name, expected: c.expected, reward: undefined, passed: false, error, outputTail: undefined, verifySec: undefined, unreachable: { oracle: [], verifier: unreachableHosts(error, provided) } };
     } finally {
       await provider.teardown(handle);
     }
   });
   const offlineRun = probeOffline ? runs.pop() : undefined;
-  const results: TaskCheckCase[] = runs.map(({ verifySec: _, ...c }) => c);
+  const results: TaskCheckCase[] = runs.map(({ verifySec: _, unreachable: __, ...c }) => c);
+  // A reference solution that fails while its output names hosts out of reach: the outside world, not the task.
+  const oracle = runs.find((r) => r.name === 'reference solution');
+  const needsInternet: OutsideWorldNeed | undefined =
+    oracle && !oracle.passed ? (oracle.unreachable.oracle.length > 0 ? { hosts: oracle.unreachable.oracle, stage: 'oracle' } : oracle.unreachable.verifier.length > 0 ? { hosts: oracle.unreachable.verifier, stage: 'verifier' } : undefined) : undefined;
   const problems: TaskCheckCase[] = [];
   if (!task.solutionScript) problems.push({ name: 'reference solution', expected: 1, reward: undefined, passed: false, error: 'solution/solve.sh is missing: without it nothing shows the task can score 1', outputTail: undefined });
   const all = [...results, ...problems];
@@ -156,6 +174,7 @@ export async function checkTask(task: LoadedTask, provider: SandboxProvider, opt
     environmentIdentity: environment.identity,
     network: task.network,
     offlineVerifier: task.network.mode === 'public' ? offlineVerdict(offlineRun, results.find((r) => r.name === 'reference solution'), provider) : undefined,
+    ...(needsInternet ? { needsInternet } : {}),
     passed: all.every((c) => c.passed) && !exploitable && redTeamComplete,
     cases: all,
     redTeam,

@@ -6,6 +6,7 @@
  */
 import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
 import { checkTask, type TaskCheckReport } from '../../activities/tasks/checkTask.js';
+import { describeOutsideWorldNeed } from '../../activities/tasks/outsideWorld.js';
 import { loadTask } from '../../activities/tasks/loadTask.js';
 import { ClassifiedError } from '../../shared/failures.js';
 import type { NetworkMode } from '../../shared/task.js';
@@ -33,7 +34,8 @@ export const taskUsage = `rollout task check <task-dir>... [--network none|publi
   --jobs N          sandboxes of a task run side by side (default 2).`;
 
 function printReport(report: TaskCheckReport): void {
-  process.stdout.write(`${report.passed ? 'PASS' : 'FAIL'}  ${report.taskId}  (version ${report.version.slice(0, 12)})\n`);
+  process.stdout.write(`${report.passed ? 'PASS' : report.needsInternet ? 'NEEDS INTERNET' : 'FAIL'}  ${report.taskId}  (version ${report.version.slice(0, 12)})\n`);
+  if (report.needsInternet) process.stdout.write(`  ${describeOutsideWorldNeed(report.needsInternet)}\n`);
   process.stdout.write(`  network: ${describeNetwork(report.network)}\n`);
   if (report.offlineVerifier) process.stdout.write(`  verifier offline: ${report.offlineVerifier.note}\n`);
   if (report.environmentError) process.stdout.write(`  BAD  environment: ${report.environmentError.replace(/\n/g, '\n      | ')}\n`);
@@ -98,7 +100,9 @@ export async function taskCommand(argv: string[]): Promise<number> {
   if (!values.json) {
     const exploitable = reports.filter((r) => r.exploitable).map((r) => r.taskId);
     if (reports.length > 1) process.stdout.write(collectionTable(reports));
-    process.stdout.write(`${reports.length - failed} of ${reports.length} tasks pass their check${exploitable.length > 0 ? `; exploitable: ${exploitable.join(', ')}` : ''}\n`);
+    const outside = reports.filter((r) => r.needsInternet).map((r) => r.taskId);
+    const outsideNote = outside.length > 0 ? `; ${outside.length} need the internet beyond the package registries (${outside.join(', ')}): not failures of theirs, not checkable here` : '';
+    process.stdout.write(`${reports.length - failed} of ${reports.length} tasks pass their check${exploitable.length > 0 ? `; exploitable: ${exploitable.join(', ')}` : ''}${outsideNote}\n`);
   }
   return failed === 0 ? 0 : 1;
 }

@@ -37,7 +37,7 @@ export function collectionTable(reports: TaskCheckReport[]): string {
     networkText(r),
     r.timings.build ? `${r.timings.build.seconds.toFixed(0)}${r.timings.build.cached ? ' (cached)' : ''}` : '-',
     r.timings.checkSeconds.toFixed(0),
-    r.passed ? 'PASS' : 'FAIL',
+    r.passed ? 'PASS' : r.needsInternet ? `NEEDS INTERNET (${r.needsInternet.hosts.join(', ')})` : 'FAIL',
   ]);
   const head = ['task', 'start', 'oracle', 'red team', 'network', 'build s', 'check s', 'check'];
   const widths = head.map((h, i) => Math.max(h.length, ...rows.map((row) => (row[i] ?? '').length)));

@@ -102,6 +102,22 @@ describe('rollout task check: the verifier red team', { timeout: 600_000 }, () =
     assert.match(offline.stdout, /network: public \(rollout task check --network public; the task's own: none, from task\.toml \[environment\]\.network_mode = "no-network"\)/);
     assert.match(offline.stdout, /verifier offline: the reference solution scores 1 with the network cut before the tests: the verdict does not depend on the outside world/);
   });
+
+  test('a reference solution that cannot reach a host beyond the package registries is "needs the internet", not a broken task', async (t) => {
+    if (await reaches('example.com', 443)) {
+      t.skip('this host reaches example.com, so the fixture oracle passes and there is nothing to tell apart');
+      return;
+    }
+    const dir = join(root, 'test/fixtures/tasks/needs-outside-host');
+    const run = await taskCheck([dir, join(root, 'examples/tasks/write-greeting')]);
+    assert.equal(run.code, 1, run.stdout + run.stderr);
+    assert.match(run.stdout, /^NEEDS INTERNET {2}needs-outside-host /m);
+    assert.match(run.stdout, /needs the internet beyond the package registries: its reference solution could not reach example\.com \(not a failure of the task or of the pipeline/);
+    assert.match(run.stdout, /needs-outside-host .* NEEDS INTERNET \(example\.com\)\n/);
+    assert.match(run.stdout, /1 of 2 tasks pass their check; 1 need the internet beyond the package registries \(needs-outside-host\)/);
+    const [report] = JSON.parse((await taskCheck([dir, '--json'])).stdout) as TaskCheckReport[];
+    assert.deepEqual(report?.needsInternet, { hosts: ['example.com'], stage: 'oracle' });
+  });
 });
 
 /** Whether this host reaches host:port at all (else the outside-world case cannot be told). */

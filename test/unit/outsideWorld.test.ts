@@ -1,0 +1,29 @@
+/**
+ * What tools print when a host is out of reach, read into the hosts a task needs beyond the
+ * package registries (real lines from this machine's TB2 runs and the tools' own messages).
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { describeOutsideWorldNeed, unreachableHosts } from '../../activities/tasks/outsideWorld.js';
+
+test('hosts out of reach are read from curl, uv, requests, wget, apt and git; registries and what the image provides are not counted', () => {
+  const log = [
+    'curl: (6) Could not resolve host: astral.sh',
+    'error: Failed to download https://github.com/astral-sh/python-build-standalone/releases/download/20250828/cpython-3.13.7.tar.gz',
+    "requests.exceptions.ConnectionError: HTTPSConnectionPool(host='huggingface.co', port=443): Max retries exceeded with url: /api/models",
+    'wget: unable to resolve host address ‘example.com’',
+    "Err:1 http://archive.ubuntu.com/ubuntu noble InRelease\n  Could not resolve 'archive.ubuntu.com'",
+    "fatal: unable to access 'https://gitlab.com/x/y.git/': Could not resolve host: gitlab.com",
+    "Could not resolve 'deb.debian.org'",
+    "HTTPSConnectionPool(host='files.pythonhosted.org', port=443): Max retries exceeded",
+  ].join('\n');
+  assert.deepEqual(unreachableHosts(log, ['astral.sh']), ['archive.ubuntu.com', 'example.com', 'github.com', 'gitlab.com', 'huggingface.co']);
+  assert.deepEqual(unreachableHosts('E: Unable to locate package foo\nModuleNotFoundError: No module named x'), [], 'other failures name no host');
+});
+
+test('the verdict says where, which hosts, and that it is not a failure of the task or the pipeline', () => {
+  assert.equal(
+    describeOutsideWorldNeed({ hosts: ['github.com'], stage: 'build' }),
+    'needs the internet beyond the package registries: its image build could not reach github.com (not a failure of the task or of the pipeline; it cannot be checked on this machine)',
+  );
+});
