@@ -256,6 +256,20 @@ describe('local sandbox provider', { timeout: 300_000 }, () => {
     assert.deepEqual(await inspector.leftovers(handle), { processes: [], mounts: [], directories: [], other: [] });
   });
 
+  test('a public sandbox on a host without slirp4netns: infra/capability_missing naming it and the fix, and nothing of the sandbox is left', async () => {
+    const before = new Set((await provider.list()).map((r) => r.id));
+    process.env.ROLLOUT_SLIRP4NETNS = join(scratch, 'no-slirp4netns-here');
+    try {
+      await assert.rejects(
+        provider.provision(spec({ network: 'public' })),
+        (err: Error) => err.name === 'infra/capability_missing' && err.message.includes(`network "public" needs slirp4netns, not found at ${join(scratch, 'no-slirp4netns-here')}`) && /apt-get install slirp4netns/.test(err.message),
+      );
+    } finally {
+      delete process.env.ROLLOUT_SLIRP4NETNS;
+    }
+    assert.deepEqual((await provider.list()).filter((r) => !before.has(r.id)), [], 'the half-made sandbox was torn down');
+  });
+
   test('a host without bubblewrap gets an infra/capability_missing error that says what to install', async () => {
     const broken = new LocalSandboxProvider({ stateRoot, programs: { bwrap: join(scratch, 'no-bwrap-here') } });
     await assert.rejects(broken.provision(spec()), (err: Error) => {

@@ -33,7 +33,8 @@ export const NETWORK_PID_FILE = 'network.pid';
 export const NETWORK_LOG_FILE = 'network.log';
 /** slirp4netns's DNS forwarder inside the sandbox (its default 10.0.2.0/24 network). */
 export const SANDBOX_RESOLV_CONF = 'nameserver 10.0.2.3\noptions timeout:2 attempts:2\n';
-export const SLIRP4NETNS = process.env.ROLLOUT_SLIRP4NETNS ?? '/usr/bin/slirp4netns';
+/** Where slirp4netns is: ROLLOUT_SLIRP4NETNS, else Debian's path (read at each provision, so a fixed environment takes effect). */
+export const slirp4netnsPath = (): string => process.env.ROLLOUT_SLIRP4NETNS ?? '/usr/bin/slirp4netns';
 const IP = '/usr/sbin/ip';
 const SLIRP_NETWORK = '10.0.2.0/24';
 
@@ -91,18 +92,19 @@ export function routeCommands(blocked: string[], allowed: string[]): string[] {
  */
 export async function attachUserNetwork(options: { initPid: number; stateDir: string; prefix: string[]; env: Record<string, string>; nsenter: string; timeoutMs?: number }): Promise<void> {
   const { initPid, stateDir } = options;
+  const slirp4netns = slirp4netnsPath();
   try {
-    accessSync(SLIRP4NETNS, constants.X_OK);
+    accessSync(slirp4netns, constants.X_OK);
   } catch {
     throw new ClassifiedError(
       'infra',
       'capability_missing',
-      `local sandbox provider: network "public" needs slirp4netns, not found at ${SLIRP4NETNS}; install it with \`apt-get install slirp4netns\` (scripts/ensure-image-tools.sh does) or set ROLLOUT_SLIRP4NETNS`,
+      `local sandbox provider: network "public" needs slirp4netns, not found at ${slirp4netns}; install it with \`apt-get install slirp4netns\` (scripts/ensure-image-tools.sh does) or set ROLLOUT_SLIRP4NETNS`,
     );
   }
   const allowed = allowedDestinations();
   const logFile = join(stateDir, NETWORK_LOG_FILE);
-  const argv = [...options.prefix, SLIRP4NETNS, '--configure', '--mtu=65520', '--disable-host-loopback', '--enable-sandbox', '--enable-seccomp', '--ready-fd=3', String(initPid), 'tap0'];
+  const argv = [...options.prefix, slirp4netns, '--configure', '--mtu=65520', '--disable-host-loopback', '--enable-sandbox', '--enable-seccomp', '--ready-fd=3', String(initPid), 'tap0'];
   const logFd = openSync(logFile, 'a');
   let child;
   try {
