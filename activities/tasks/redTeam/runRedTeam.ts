@@ -93,14 +93,15 @@ export async function runRedTeam(task: LoadedTask, provider: SandboxProvider, en
     if (touched.exitCode !== 0) throw new Error(`cannot prepare the sandbox: ${touched.stderr.trim()}`);
     if (!task.solutionScript) return;
     await uploadDirectory(provider, handle, join(task.dir, 'solution'), '/solution');
-    const run = await provider.exec(handle, 'bash /solution/solve.sh', { timeoutMs: task.agentTimeoutSec * 1000, env: task.config.solution.env, cwd: task.workdir });
+    // The sandbox's working directory: an image's WORKDIR when task.toml names none (task.workdir is then /app).
+    const run = await provider.exec(handle, 'bash /solution/solve.sh', { timeoutMs: task.agentTimeoutSec * 1000, env: task.config.solution.env, cwd: handle.workdir });
     if (run.timedOut || run.exitCode !== 0) throw new Error(`solution/solve.sh ${run.timedOut ? 'timed out' : `exited ${run.exitCode}`}: ${run.stderr.trim().slice(-300)}`);
   };
 
   const survey = await withSandbox(async (handle) => {
     await solve(handle);
-    const listed = await provider.exec(handle, surveyCommand(task.workdir, MARKER), { timeoutMs: 60_000 });
-    return parseSurvey(task.workdir, listed.stdout, testFilesOf(task));
+    const listed = await provider.exec(handle, surveyCommand(handle.workdir, MARKER), { timeoutMs: 60_000 });
+    return parseSurvey(handle.workdir, listed.stdout, testFilesOf(task));
   });
 
   const budgetSec = Math.min(options.budgetSec ?? task.verifierTimeoutSec, task.verifierTimeoutSec);
@@ -112,7 +113,7 @@ export async function runRedTeam(task: LoadedTask, provider: SandboxProvider, en
     try {
       // On the untouched start (it scores 0): a reward above 0 is the exploit's doing, never the solution's.
       return await withSandbox(async (handle): Promise<ExploitResult> => {
-        const planted = await provider.exec(handle, exploit.command, { timeoutMs: 120_000, cwd: task.workdir });
+        const planted = await provider.exec(handle, exploit.command, { timeoutMs: 120_000, cwd: handle.workdir });
         if (planted.exitCode !== 0) return { ...described(exploit), reward: undefined, exploitable: false, note: `the exploit could not be planted (exit ${planted.exitCode}): ${planted.stderr.trim().slice(-300)}`, notRun: true };
         try {
           const outcome = await verifyInPlace(provider, handle, verifyTask, environment?.verify);
