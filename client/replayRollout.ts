@@ -6,7 +6,9 @@
  */
 import type { Client } from '@temporalio/client';
 import { executeToolCall } from '../activities/agent/executeTool.js';
+import { taskEnvironment } from '../activities/environment/taskEnvironment.js';
 import { loadTask } from '../activities/tasks/loadTask.js';
+import { withNetwork } from '../activities/tasks/taskNetwork.js';
 import { sandboxSpecForTask } from '../activities/tasks/sandboxSpecForTask.js';
 import type { TrajectoryStore } from '../activities/store/trajectoryStore.js';
 import { verifyCleanRoom, verifyInPlace } from '../activities/verifier/runVerifier.js';
@@ -50,7 +52,11 @@ export async function replayRollout(options: { client: Client; store: Trajectory
     throw new ReplayError(`${task.dir} changed since the rollout ran (version ${original.experiment.taskVersion.slice(0, 12)} → ${task.version.slice(0, 12)}); restore the task files to replay`);
   }
 
-  const spec = sandboxSpecForTask(task, { workflowId: `replay/${workflowId}`, runId: '', attempt: attemptIndex }, { purpose: 'replay' });
+  // On what the rollout ran on: the task's image (a Dockerfile task has no sandbox without it) and its network.
+  const recordedNetwork = original.experiment.network?.mode;
+  const asRun = withNetwork(task, recordedNetwork, `the network ${workflowId} ran with`);
+  const environment = await taskEnvironment(asRun, provider.name);
+  const spec = sandboxSpecForTask(asRun, { workflowId: `replay/${workflowId}`, runId: '', attempt: attemptIndex }, { purpose: 'replay' }, provider.name === 'kubernetes', environment.image);
   const { handle } = await provider.provision(spec);
   const actions: ReplayedAction[] = [];
   let replayedReward: number;
@@ -60,7 +66,8 @@ export async function replayRollout(options: { client: Client; store: Trajectory
         const call = turn.policy.assistant.tool_calls?.[recorded.callIndex];
         if (!call) continue;
         const result = await executeToolCall(provider, handle, call, {
-          workdir: task.workdir,
+          // The sandbox's: an image's WORKDIR when task.toml names none.
+          workdir: handle.workdir,
           commandTimeoutSec: original.experiment.limits.commandTimeoutSec,
           maxOutputBytes: original.experiment.limits.maxOutputBytes,
           remainingMs: original.experiment.limits.agentTimeoutSec * 1000,
@@ -68,7 +75,7 @@ export async function replayRollout(options: { client: Client; store: Trajectory
         actions.push({ turn: turnIndex, call: `${call.function.name} ${call.function.arguments.slice(0, 80)}`, originalExitCode: recorded.exitCode, replayedExitCode: result.exitCode });
       }
     }
-    const verified = original.experiment.verifyMode === 'clean-room' ? await verifyCleanRoom(provider, handle, task, spec) : await verifyInPlace(provider, handle, task);
+    const verified = original.experiment.verifyMode === 'clean-room' ? await verifyCleanRoom(provider, handle, asRun, spec, environment.verify) : await verifyInPlace(provider, handle, asRun, environment.verify);
     replayedReward = verified.reward;
   } finally {
     await provider.teardown(handle);

@@ -11,6 +11,8 @@ import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
+import { replayRollout } from '../../client/replayRollout.js';
 import { submitBatch } from '../../client/submitBatch.js';
 import type { GroupResult } from '../../shared/pipeline.js';
 import { startHarness, type Harness } from '../helpers/pipelineHarness.js';
@@ -52,5 +54,14 @@ describe('Dockerfile tasks through the pipeline', { timeout: 1_800_000, skip: no
       // Both rollouts of a group ran on one image.
       assert.equal(new Set(group.rollouts.map((r) => r.experiment?.environmentIdentity)).size, 1);
     }
+    // `rollout replay` of a Dockerfile task runs its calls on the same image, in the image's WORKDIR, and reproduces the reward.
+    const fixture = results.find((g) => g.taskId === 'image-task')?.rollouts[0];
+    assert.ok(fixture);
+    const provider = new LocalSandboxProvider({ stateRoot: join(h.scratch, 'replay-sandboxes') });
+    const replay = await replayRollout({ client: h.client, store: h.store, provider, workflowId: fixture.workflowId });
+    assert.equal(replay.replayedReward, 1, JSON.stringify(replay.actions));
+    assert.equal(replay.reproduced, true);
+    assert.deepEqual(replay.divergent, []);
+    assert.deepEqual(await provider.list(), [], 'the replay left no sandbox');
   });
 });
