@@ -40,6 +40,11 @@ export interface BaseRecipe {
    * name dropped in trixie, libgl1-mesa-glx) is installed from it, pinned below `suite` (taskImage.ts).
    */
   aptFallback?: DebianSuite;
+  /**
+   * Where the original image's packages come from when that is not a registry this machine reaches
+   * (Ubuntu's archive): a Dockerfile that pins one of its package versions cannot be built here.
+   */
+  originalArchive?: string;
 }
 
 const PATH_WITH_LOCAL = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
@@ -105,7 +110,7 @@ function builtIn(image: string, from: string): BaseRecipe | undefined {
   const ubuntu = /^ubuntu:(24\.04|noble|22\.04|jammy)$/.exec(image);
   if (ubuntu) {
     const suite: DebianSuite = ubuntu[1] === '24.04' || ubuntu[1] === 'noble' ? 'trixie' : 'bookworm';
-    return { suite, packages: ['ca-certificates'], customize: [], env: [PATH_WITH_LOCAL], substitute: `Debian ${suite} minbase in place of Ubuntu ${ubuntu[1]} (no Ubuntu mirror here; package names mostly agree)` };
+    return { suite, packages: ['ca-certificates'], customize: [], env: [PATH_WITH_LOCAL], substitute: `Debian ${suite} minbase in place of Ubuntu ${ubuntu[1]} (no Ubuntu mirror here; package names mostly agree)`, originalArchive: 'archive.ubuntu.com' };
   }
   return undefined;
 }

@@ -26,6 +26,7 @@ import { withFileLock } from './fileLock.js';
 import { imageTools, runTool, runToolOk } from './imageTools.js';
 import { ensureToolImage, type ToolImage } from './toolImages.js';
 import { readVerifierNeeds } from './verifierNeeds.js';
+import { beyondRegistries } from '../tasks/outsideWorld.js';
 import { ensureWheelhouse } from './wheelhouse.js';
 
 /** Bump when the way images are made changes, so old cache entries are not taken for new ones. */
@@ -43,6 +44,8 @@ export interface SubstitutedBase {
   baseImageId: string;
   /** The host's CA certificates added to the base (so build steps reach HTTPS registries through this host's egress). */
   hostCertificates: string[];
+  /** Where the original image's packages come from, when no registry here serves them (baseMap's originalArchive). */
+  originalArchive?: string;
 }
 
 export interface TaskImage {
@@ -97,6 +100,14 @@ function envRecord(list: string[] | null | undefined): Record<string, string> {
 /** apt-get's words for a package the release does not have. */
 const MISSING_PACKAGE = /^E: (?:Unable to locate package (\S+)|Package '([^']+)' has no installation candidate)/gm;
 
+/** apt-get's words for a pinned version the release does not have: [version, package]. */
+const MISSING_VERSION = /^E: Version '([^']+)' for '([^']+)' was not found/gm;
+
+/** `package=version` pins in the build log that apt could not find. */
+export function missingAptVersions(log: string): string[] {
+  return [...new Set([...log.matchAll(MISSING_VERSION)].map((m) => `${m[2]}=${m[1]}`))];
+}
+
 /** Packages an apt-get in the build log could not find. */
 export function missingAptPackages(log: string): string[] {
   return [...new Set([...log.matchAll(MISSING_PACKAGE)].map((m) => (m[1] ?? m[2]) as string))];
@@ -149,7 +160,7 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
   const bases: SubstitutedBase[] = [];
   for (const { from, recipe } of recipes) {
     const base = await ensureBaseImage(tools, recipe, mirror, log);
-    bases.push({ from: from.where, substitute: recipe.substitute, baseImage: base.tag, baseImageId: base.id, hostCertificates: base.hostCertificates });
+    bases.push({ from: from.where, substitute: recipe.substitute, baseImage: base.tag, baseImageId: base.id, hostCertificates: base.hostCertificates, ...(recipe.originalArchive ? { originalArchive: recipe.originalArchive } : {}) });
   }
   const toolImages: ToolImage[] = [];
   for (const copy of parsed.copyFroms) toolImages.push(await ensureToolImage(tools, copy.image, `${task.dir}/${copy.where}`, log));
@@ -166,7 +177,13 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
     if (!existsSync(recordFile) || !existsSync(join(dir, 'rootfs'))) return undefined;
     const now = new Date();
     utimesSync(recordFile, now, now); // last use, for `rollout env gc`
-    return JSON.parse(readFileSync(recordFile, 'utf8')) as TaskImage;
+    const record = JSON.parse(readFileSync(recordFile, 'utf8')) as TaskImage;
+    // Records written before originalArchive was kept get it from the recipes (same FROM lines: same key).
+    record.bases = record.bases.map((b, i) => {
+      const archive = recipes[i]?.recipe.originalArchive;
+      return archive && !b.originalArchive ? { ...b, originalArchive: archive } : b;
+    });
+    return record;
   };
   const hit = cached();
   if (hit) return { image: hit, cacheHit: true, ms: performance.now() - started };
@@ -206,7 +223,11 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
           }
           if (build.code !== 0) {
             const why = build.timedOut ? `ran past [environment] build_timeout_sec = ${timeoutSec}` : `failed (exit ${build.code})`;
-            throw new ClassifiedError('infra', 'provision_failed', `${task.dir}/environment/Dockerfile: the image build ${why}; full log: ${buildLog}\n${build.tail}`);
+            // A version pinned from the original image's own archive (Ubuntu's), which the Debian stand-in does not have.
+            const pins = build.timedOut ? [] : missingAptVersions(readFileSync(buildLog, 'utf8'));
+            const archive = recipes.find(({ recipe }) => recipe.originalArchive)?.recipe.originalArchive;
+            const pinned = pins.length > 0 && archive ? `\n${beyondRegistries(archive, `the Dockerfile pins ${pins.join(', ')}, versions of the original image's archive that the Debian stand-in does not have`)}` : '';
+            throw new ClassifiedError('infra', 'provision_failed', `${task.dir}/environment/Dockerfile: the image build ${why}; full log: ${buildLog}${pinned}\n${build.tail}`);
           }
         }
       });

@@ -20,6 +20,7 @@ import { ClassifiedError, failureName } from '../../shared/failures.js';
 import { sandboxSpecForTask } from './sandboxSpecForTask.js';
 import { mapConcurrently } from '../../shared/mapConcurrently.js';
 import { unreachableHosts, type OutsideWorldNeed } from './outsideWorld.js';
+import { missingAptVersions } from '../environment/taskImage.js';
 
 export interface TaskCheckCase {
   name: string;
@@ -124,6 +125,9 @@ export async function checkTask(task: LoadedTask, provider: SandboxProvider, opt
 
   // TB2's test.sh curls astral.sh for uv's installer; an image built here has uv from PyPI instead.
   const provided = environment.verify.env?.UV_OFFLINE ? ['astral.sh'] : [];
+  // An apt-get of a version pinned from the original image's archive (Ubuntu's), which the Debian stand-in lacks.
+  const archive = environment.image?.bases.find((b) => b.originalArchive)?.originalArchive;
+  const pinnedFromArchive = (output: string): string[] => (archive && missingAptVersions(output).length > 0 ? [archive] : []);
   const runs = await mapConcurrently(cases, jobs, async (c, i): Promise<CaseRun> => {
     const spec = sandboxSpecForTask(task, { workflowId: `task-check/${task.id}`, runId: '', attempt: i }, { purpose: 'task-check' }, false, environment.image);
     const { handle } = await provider.provision(spec);
@@ -138,7 +142,7 @@ export async function checkTask(task: LoadedTask, provider: SandboxProvider, opt
       if (c.offline) await provider.disconnectNetwork?.(handle);
       const outcome = await verifyInPlace(provider, handle, task, environment.verify);
       const tail = run ? `solution: ${`${run.stdout}\n${run.stderr}`.trim().split('\n').slice(-10).join('\n')}\nverifier: ${outcome.outputTail}` : `verifier: ${outcome.outputTail}`;
-      const unreachable = { oracle: run ? unreachableHosts(`${run.stdout}\n${run.stderr}`, provided) : [], verifier: unreachableHosts(outcome.outputTail, provided) };
+      const unreachable = { oracle: run ? [...unreachableHosts(`${run.stdout}\n${run.stderr}`, provided), ...pinnedFromArchive(`${run.stdout}\n${run.stderr}`)] : [], verifier: unreachableHosts(outcome.outputTail, provided) };
       return { name: c.name, expected: c.expected, reward: outcome.reward, passed: outcome.reward === c.expected, error: undefined, outputTail: tail, verifySec: outcome.durationMs / 1000, unreachable };
     } catch (err) {
       const error = err instanceof Error ? err.message : String(err);

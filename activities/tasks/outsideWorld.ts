@@ -19,7 +19,13 @@ const UNREACHABLE = [
   /HTTPS?ConnectionPool\(host='([A-Za-z0-9.-]+)'[^)]*\): Max retries exceeded/g, // requests, urllib3, huggingface_hub
   /Failed to connect to ([A-Za-z0-9.-]+\.[A-Za-z]{2,}) port \d+/g, // curl
   /getaddrinfo (?:ENOTFOUND|EAI_AGAIN) ([A-Za-z0-9.-]+)/g, // node
+  /: ([A-Za-z0-9.-]+) is beyond the package registries this machine reaches/g, // ours (beyondRegistries)
 ];
+
+/** How the pipeline itself says that something comes only from `host`, which is not a registry reached here. */
+export function beyondRegistries(host: string, why: string): string {
+  return `${why}: ${host} is beyond the package registries this machine reaches`;
+}
 
 export interface OutsideWorldNeed {
   /** The hosts it could not reach, beyond the registries. */

@@ -4,7 +4,8 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { describeOutsideWorldNeed, unreachableHosts } from '../../activities/tasks/outsideWorld.js';
+import { missingAptVersions } from '../../activities/environment/taskImage.js';
+import { beyondRegistries, describeOutsideWorldNeed, unreachableHosts } from '../../activities/tasks/outsideWorld.js';
 
 test('hosts out of reach are read from curl, uv, requests, wget, apt and git; registries and what the image provides are not counted', () => {
   const log = [
@@ -26,4 +27,12 @@ test('the verdict says where, which hosts, and that it is not a failure of the t
     describeOutsideWorldNeed({ hosts: ['github.com'], stage: 'build' }),
     'needs the internet beyond the package registries: its image build could not reach github.com (not a failure of the task or of the pipeline; it cannot be checked on this machine)',
   );
+});
+
+test("a Dockerfile pinning versions of Ubuntu's archive: the pins are read from apt's words, and the builder's sentence names the archive as out of reach", () => {
+  // overfull-hbox's build log (TB2), FROM ubuntu:24.04 made from Debian trixie.
+  const log = "Reading state information...\nE: Version '2023.20240207-1' for 'texlive-latex-base' was not found\nError: building at STEP \"RUN apt-get update\"";
+  assert.deepEqual(missingAptVersions(log), ['texlive-latex-base=2023.20240207-1']);
+  const said = beyondRegistries('archive.ubuntu.com', 'the Dockerfile pins texlive-latex-base=2023.20240207-1, versions of the original image\'s archive that the Debian stand-in does not have');
+  assert.deepEqual(unreachableHosts(`build failed\n${said}\n`), ['archive.ubuntu.com']);
 });
