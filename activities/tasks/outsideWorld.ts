@@ -27,6 +27,13 @@ export function beyondRegistries(host: string, why: string): string {
   return `${why}: ${host} is beyond the package registries this machine reaches`;
 }
 
+/** Needs that tools state without naming a host: [what they print, the host it means]. */
+const IMPLIED: [RegExp, string][] = [
+  // uv with downloads off (as offline verification runs it) where the image lacks the Python asked for:
+  // its managed Pythons are python-build-standalone releases on GitHub.
+  [/A managed Python download is available for Python/, 'github.com'],
+];
+
 export interface OutsideWorldNeed {
   /** The hosts it could not reach, beyond the registries. */
   hosts: string[];
@@ -47,6 +54,7 @@ export function unreachableHosts(text: string, provided: readonly string[] = [])
       if (host && !REGISTRY_HOSTS.some((r) => r.test(host)) && !provided.includes(host)) hosts.add(host);
     }
   }
+  for (const [pattern, host] of IMPLIED) if (pattern.test(text) && !provided.includes(host)) hosts.add(host);
   return [...hosts].sort();
 }
 

@@ -20,6 +20,9 @@ test('hosts out of reach are read from curl, uv, requests, wget, apt and git; re
   ].join('\n');
   assert.deepEqual(unreachableHosts(log, ['astral.sh']), ['archive.ubuntu.com', 'example.com', 'github.com', 'gitlab.com', 'huggingface.co']);
   assert.deepEqual(unreachableHosts('E: Unable to locate package foo\nModuleNotFoundError: No module named x'), [], 'other failures name no host');
+  // multi-source-data-merger (TB2): `uvx -p 3.13` on a python:3.11 image; uv would fetch that Python from GitHub.
+  const uv = "error: No interpreter found for Python 3.13 in managed installations or search path\nhint: A managed Python download is available for Python 3.13, but Python downloads are set to 'never'";
+  assert.deepEqual(unreachableHosts(uv), ['github.com']);
 });
 
 test('the verdict says where, which hosts, and that it is not a failure of the task or the pipeline', () => {
