@@ -27,7 +27,10 @@ export const taskUsage = `rollout task check <task-dir>... [--network none|publi
   the network cut before the tests: the report says whether the verifier needs
   the outside world to score. Each exploit's verification gets 3x the slowest
   honest one (at least 60 s, at most the task's timeout): past it, the exploit
-  is inconclusive. Several tasks end with one table of them all.
+  is inconclusive. A task whose build, reference solution or verifier fails
+  reaching for hosts beyond the package registries this machine serves is
+  reported NEEDS INTERNET (which hosts, where), not FAIL: it cannot be checked
+  here. Several tasks end with one table of them all.
   --network none|public  instead of what task.toml says: none (the sandbox's
                     own loopback) or public (the internet through user-mode
                     networking, private ranges closed).
