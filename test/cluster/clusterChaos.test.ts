@@ -11,6 +11,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { chmodSync, cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -20,7 +21,6 @@ import { promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
 import { FsTrajectoryStore } from '../../activities/store/fsTrajectoryStore.js';
-import { LocalTemporalCluster } from '../../cluster/localCluster.js';
 import { submitBatch } from '../../client/submitBatch.js';
 import { ATTRIBUTED_MODEL_TYPES } from '../../shared/failures.js';
 import { hostTaskQueue, rolloutWorkflowId } from '../../shared/names.js';
@@ -31,6 +31,7 @@ import { resolveTemporalBinary } from '../../workers/temporalBinary.js';
 import { eventually } from '../helpers/eventually.js';
 import { runRolloutCli } from '../helpers/rolloutCli.js';
 import { realTemporalServer } from '../helpers/realTemporalServer.js';
+import { ClusterMachine } from '../helpers/netns/clusterMachine.js';
 import { hostNetworkSettings, NetnsHost } from '../helpers/netns/netnsHost.js';
 import { startScriptedOpenAIServer, type Script, type ScriptedOpenAIServer } from '../helpers/scriptedOpenAIServer.js';
 import { countLeaks, FaultHost, summaryTable, type FaultRow } from '../faults/faultKit.js';
@@ -51,7 +52,7 @@ let currentBuild = 'build-a';
 const scratch = mkdtempSync(join(tmpdir(), 'cluster-chaos-'));
 chmodSync(scratch, 0o755); // PostgreSQL runs as the postgres user and must reach its directory
 const rows: FaultRow[] = [];
-let cluster: LocalTemporalCluster;
+let cluster: ClusterMachine;
 let connection: Connection;
 let client: Client;
 let llm: ScriptedOpenAIServer;
@@ -235,6 +236,21 @@ async function batchThrough(name: string, fault: (batchId: string) => Promise<nu
   return checkBatch(batch, injected);
 }
 
+/** Whether a TCP connection to host:port from this process (the host's network) is accepted. */
+function tcpAccepts(address: string): Promise<boolean> {
+  const [host = '', port = ''] = address.split(':');
+  return new Promise((res) => {
+    const socket = connect({ host, port: Number(port) });
+    const done = (ok: boolean): void => {
+      socket.destroy();
+      res(ok);
+    };
+    socket.setTimeout(2_000, () => done(false));
+    socket.once('connect', () => done(true));
+    socket.once('error', () => done(false));
+  });
+}
+
 const isLive = (w: WorkerProcess): boolean => w.child.exitCode === null && w.child.signalCode === null;
 
 /** Stops worker processes the way an orchestrator does (SIGTERM: no new work, running calls finish) and returns how each exited. */
@@ -254,8 +270,9 @@ async function killService(batchId: string, name: string, downMs: number): Promi
 
 describe('cluster chaos: the real Temporal server on PostgreSQL, three worker hosts', { skip, timeout: 3_600_000 }, () => {
   before(async () => {
-    // A random 127.78.x.* so two test runs on one machine do not take each other's addresses.
-    cluster = await LocalTemporalCluster.start({ dir: join(scratch, 'cluster'), historyShards: 8, historyProcesses: 2, loopbackPrefix: `127.78.${1 + Math.floor(Math.random() * 250)}` });
+    // The servers and PostgreSQL on a machine of their own (a namespace); a random 127.78.x.* so two
+    // test runs on one machine do not take each other's addresses for the frontend's relay.
+    cluster = await ClusterMachine.start(join(scratch, 'servers'), { dir: join(scratch, 'cluster'), historyShards: 8, historyProcesses: 2, loopbackPrefix: `127.78.${1 + Math.floor(Math.random() * 250)}` });
     connection = await Connection.connect({ address: cluster.frontendAddress });
     client = new Client({ connection, namespace: cluster.namespace });
     llm = await startScriptedOpenAIServer(slowGreeting, { delayMs: 300 });
@@ -265,12 +282,9 @@ describe('cluster chaos: the real Temporal server on PostgreSQL, three worker ho
       tasks.push(dir);
     }
     const shared = { queuePrefix: `chaos-${process.pid}`, deploymentName: DEPLOYMENT, address: cluster.frontendAddress, store: `fs:${join(scratch, 'trajectories')}` };
-    // Each host a machine of its own: network and UTS namespaces, reaching only the frontend and the policy endpoint.
-    const [frontendIp, frontendPort] = cluster.frontendAddress.split(':');
-    const reachable = [
-      { host: frontendIp as string, port: Number(frontendPort) },
-      { host: '127.0.0.1', port: Number(new URL(llm.baseUrl).port) },
-    ];
+    // Each host a machine of its own: network and UTS namespaces, reaching only the frontend (on the
+    // servers' machine) and the policy endpoint.
+    const reachable = [cluster.frontendReachable, { host: '127.0.0.1', port: Number(new URL(llm.baseUrl).port) }];
     for (const name of ['host-a', 'host-b', 'host-c']) {
       const netns = await NetnsHost.create(name, join(scratch, 'netns', name), reachable);
       machines.push(netns);
@@ -303,6 +317,22 @@ describe('cluster chaos: the real Temporal server on PostgreSQL, three worker ho
       hosts.map((h) => h.hostId),
       ['host-a', 'host-b', 'host-c'],
     );
+  });
+
+  test('the servers and PostgreSQL are a machine of their own: every process in its namespace, only the frontend reachable from outside', async () => {
+    const state = await cluster.refresh();
+    const servers = ClusterMachine.networkOf(cluster.netns.pid);
+    const elsewhere = [ClusterMachine.networkOf(process.pid), ...machines.map((m) => ClusterMachine.networkOf(m.pid))];
+    assert.ok(!elsewhere.includes(servers), "the servers' namespace is neither the host's nor a worker host's");
+    const pids = [...state.services.map((s) => ({ name: s.name, pid: s.pid })), { name: 'postgres', pid: state.postgres.pid }];
+    for (const { name, pid } of pids) {
+      assert.ok(pid !== undefined, `${name} runs`);
+      assert.equal(ClusterMachine.networkOf(pid), servers, `${name} (pid ${pid}) runs in the servers' namespace`);
+    }
+    // From the host's network: the frontend answers through its relay; PostgreSQL and the other services do not exist here.
+    assert.equal(await tcpAccepts(state.frontendAddress), true, `the frontend at ${state.frontendAddress}`);
+    const inside = [...state.services.filter((s) => s.service !== 'frontend').map((s) => s.address), new URL(state.postgres.url).host];
+    for (const address of inside) assert.equal(await tcpAccepts(address), false, `${address} is not reachable from the host's network`);
   });
 
   test('no fault: the batch spreads over the hosts and every rollout is scored once', async () => {

@@ -2,9 +2,10 @@
  * A "machine" for multi-host tests: a network and UTS namespace the test made (its own hostname,
  * its own loopback), held by a `sleep` that dies with the test (setpriv --pdeathsig). Processes
  * run in it through `nsenter` (see `wrap`). Its only way out is a relay per address it may reach:
- * inside, a listener on that same ip:port; across, a Unix socket; outside, a forwarder to the
- * real address. So no link, bridge, route or address is created anywhere, and the host's network
- * settings are untouched: the namespace and its rules vanish with its last process.
+ * inside, a listener on that same ip:port; across, a Unix socket; beyond it, a forwarder to the
+ * real address (in the test process), or another namespace serving that socket (`Exposed`). So no
+ * link, bridge, route or address is created anywhere, and the host's network settings are
+ * untouched: the namespace and its rules vanish with its last process.
  *
  * `cutOff()` drops every packet to and from the relays inside the namespace (iptables there):
  * the host's connections go silent as in a real partition (no reset, no refusal); `reconnect()`
@@ -21,6 +22,18 @@ const RELAY_INSIDE = resolve(dirname(fileURLToPath(import.meta.url)), 'relayInsi
 export interface Reachable {
   host: string;
   port: number;
+  /**
+   * A Unix socket another namespace serves for this address (its `Exposed`); without it, the test
+   * process forwards to host:port on the host's own network.
+   */
+  socket?: string;
+}
+
+/** An address inside this namespace that other namespaces reach through a Unix socket it serves. */
+export interface Exposed {
+  host: string;
+  port: number;
+  socket: string;
 }
 
 function run(command: string[], what: string): string {
@@ -40,10 +53,14 @@ export class NetnsHost {
     private readonly holder: ChildProcess,
     private readonly dir: string,
     private readonly reachable: Reachable[],
+    private readonly exposed: Exposed[],
   ) {}
 
-  /** A namespace with hostname `name` that can reach exactly `reachable` (by the same addresses). */
-  static async create(name: string, dir: string, reachable: Reachable[]): Promise<NetnsHost> {
+  /**
+   * A namespace with hostname `name` that can reach exactly `reachable` (by the same addresses),
+   * and serves `exposed` to other namespaces.
+   */
+  static async create(name: string, dir: string, reachable: Reachable[], exposed: Exposed[] = []): Promise<NetnsHost> {
     mkdirSync(dir, { recursive: true });
     const holder = spawn('setpriv', ['--pdeathsig', 'KILL', '--', 'unshare', '--net', '--uts', '--', 'sh', '-c', `hostname ${name} && ip link set lo up && echo up && exec sleep infinity`], { stdio: ['ignore', 'pipe', 'pipe'] });
     await new Promise<void>((res, rej) => {
@@ -52,7 +69,7 @@ export class NetnsHost {
       holder.stdout?.once('data', () => res());
       holder.once('exit', (code) => rej(new Error(`namespace holder for ${name} exited (${code}): ${err}`)));
     });
-    const host = new NetnsHost(name, holder, dir, reachable);
+    const host = new NetnsHost(name, holder, dir, reachable, exposed);
     await host.startRelays();
     return host;
   }
@@ -75,6 +92,7 @@ export class NetnsHost {
 
   private async startRelays(): Promise<void> {
     for (const [i, target] of this.reachable.entries()) {
+      if (target.socket !== undefined) continue; // another namespace serves it
       rmSync(this.socketPath(i), { force: true });
       const server = createServer((inbound) => {
         const outbound = connect(target.port, target.host);
@@ -95,17 +113,11 @@ export class NetnsHost {
       });
       this.outside.push(server);
     }
-    const specs = this.reachable.map((t, i) => `${t.host}:${t.port}=${this.socketPath(i)}`);
-    const relay = spawn(this.wrap[0] as string, [...this.wrap.slice(1), process.execPath, '--import', 'tsx', RELAY_INSIDE, ...specs], { stdio: ['ignore', 'pipe', 'pipe'] });
-    this.relay = relay;
-    await new Promise<void>((res, rej) => {
-      let err = '';
-      relay.stderr?.on('data', (d: Buffer) => (err += d.toString()));
-      relay.stdout?.on('data', (d: Buffer) => {
-        if (d.toString().includes('ready')) res();
-      });
-      relay.once('exit', (code) => rej(new Error(`relay inside ${this.name} exited (${code}): ${err}`)));
-    });
+    const specs = [
+      ...this.reachable.map((t, i) => `${t.host}:${t.port}=${t.socket ?? this.socketPath(i)}`),
+      ...this.exposed.map((e) => `${e.socket}=${e.host}:${e.port}`),
+    ];
+    this.relay = await startRelay(this.wrap, specs, `relay inside ${this.name}`);
   }
 
   /** The hostname processes in the namespace see. */
@@ -141,6 +153,23 @@ export class NetnsHost {
     await Promise.all(this.outside.map((s) => new Promise<void>((res) => s.close(() => res()))));
     this.holder.kill('SIGKILL');
   }
+}
+
+/**
+ * Starts relayInside.ts under `wrap` (a namespace's nsenter prefix, or setpriv alone for the host's
+ * own network) with `listen=connect` specs, once every listener is up.
+ */
+export async function startRelay(wrap: string[], specs: string[], what: string): Promise<ChildProcess> {
+  const relay = spawn(wrap[0] as string, [...wrap.slice(1), process.execPath, '--import', 'tsx', RELAY_INSIDE, ...specs], { stdio: ['ignore', 'pipe', 'pipe'] });
+  await new Promise<void>((res, rej) => {
+    let err = '';
+    relay.stderr?.on('data', (d: Buffer) => (err += d.toString()));
+    relay.stdout?.on('data', (d: Buffer) => {
+      if (d.toString().includes('ready')) res();
+    });
+    relay.once('exit', (code) => rej(new Error(`${what} exited (${code}): ${err}`)));
+  });
+  return relay;
 }
 
 /** The host's own network settings, to compare before and after a test: links, addresses, routes, iptables rules, forwarding. */
