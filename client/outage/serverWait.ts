@@ -68,12 +68,17 @@ export function serverWait(address: string, write: (line: string) => void = (lin
     watch(what, connection) {
       let stopped = false;
       let timer: NodeJS.Timeout | undefined;
+      // A probe is one attempt, on a connection of its own without the SDK's gRPC retry interceptor:
+      // that interceptor re-sends a failed call from a timer, and a re-send after the caller closed
+      // its connection throws "Channel has been shut down" where nothing can catch it (the process
+      // crashes). The probe's connection is closed with the watch.
+      const probe = Connection.lazy({ ...connection.options, interceptors: [] });
       const ping = async (): Promise<void> => {
         try {
-          await connection.withDeadline(Date.now() + 5_000, () => connection.healthService.check({}));
-          isUp();
+          await probe.withDeadline(Date.now() + 5_000, () => probe.healthService.check({}));
+          if (!stopped) isUp();
         } catch (err) {
-          isDown(what, reasonOf(err));
+          if (!stopped) isDown(what, reasonOf(err));
         }
         if (!stopped) {
           timer = setTimeout(() => void ping(), 5_000);
@@ -85,6 +90,7 @@ export function serverWait(address: string, write: (line: string) => void = (lin
       return () => {
         stopped = true;
         clearTimeout(timer);
+        void probe.close().catch(() => undefined);
       };
     },
   };
