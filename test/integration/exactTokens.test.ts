@@ -149,7 +149,7 @@ describe('exact tokens and policy versions', { timeout: 900_000 }, () => {
     }
   });
 
-  test('the Python package (python/rollout_export) pulls a batch through `rollout export`, checks every sample and leaves broken rollouts out, tested from Python', async () => {
+  test('the Python package (python/rollout_export) pulls a batch through `rollout export`, checks every sample, leaves broken rollouts out, and maps the samples to TRL, verl, SkyRL and prime-rl, tested from Python', async () => {
     const python = process.env.ROLLOUT_TRAINER_PYTHON;
     assert.ok(python, 'ROLLOUT_TRAINER_PYTHON is set by scripts/setup.sh test (scripts/ensure-trainer-venv.sh)');
     const installed = spawnSync(python, ['-c', 'import rollout_export'], { encoding: 'utf8' });
@@ -175,7 +175,7 @@ describe('exact tokens and policy versions', { timeout: 900_000 }, () => {
         },
       });
       assert.equal(py.status, 0, py.stderr);
-      assert.match(py.stderr, /Ran 4 tests/);
+      assert.match(py.stderr, /Ran 13 tests/); // test_pull_batch.py 4, test_trainers.py 9
       assert.doesNotMatch(py.stderr, /skipped/, 'every Python test ran');
     } finally {
       await okServer.close();

@@ -7,12 +7,24 @@
         sample.input_ids, sample.loss_mask, sample.logprobs, sample.advantage, sample.policy_versions
     arrays = collate(batch.samples, pad_id=0)   # input_ids, attention_mask, loss_mask, old_logprobs, ...
 
+For TRL, verl, SkyRL and prime-rl: `to_trl_rollout`, `to_verl_agent_loop_output`,
+`to_skyrl_generator_output`, `to_prime_rl_training_sample` (rollout_export/trainers.py).
+
 `read_samples(path)` checks an export file that already exists. No dependencies; numpy is used by
 `collate` when installed. Field meanings: `rollout export --help`.
 """
 
 from .pull import ExportError, ExportedBatch, LeftOut, pull_batch, rollout_command
 from .samples import Sample, SampleError, collate, read_samples, sample_problems
+from .trainers import (
+    TrajectoryID,
+    prompt_length,
+    to_prime_rl_training_sample,
+    to_skyrl_generator_output,
+    to_trl_rollout,
+    to_verl_agent_loop_output,
+    trl_rollout_reward,
+)
 
 __all__ = [
     "ExportError",
@@ -25,4 +37,11 @@ __all__ = [
     "read_samples",
     "rollout_command",
     "sample_problems",
+    "TrajectoryID",
+    "prompt_length",
+    "to_prime_rl_training_sample",
+    "to_skyrl_generator_output",
+    "to_trl_rollout",
+    "to_verl_agent_loop_output",
+    "trl_rollout_reward",
 ]
