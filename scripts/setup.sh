@@ -4,9 +4,10 @@
 #         Node.js >= 22, the npm dependencies, the Temporal CLI
 #   model run's steps, then the real inference server and model (npm run demo:model)
 #   test  everything `npm test` (and so .ci/run) needs: model's steps, then Chromium and
-#         PostgreSQL, the Python trainer venv, the Kubernetes control plane and a real node,
+#         PostgreSQL, the Python trainer venvs, the Kubernetes control plane and a real node,
 #         and the real Temporal server
 #   cluster  run's steps, then PostgreSQL and the real Temporal server (`rollout cluster up`)
+#   train model's steps, then the trainer's venv (torch, transformers; python/trainer)
 # Each step is one `scripts/ensure-*.sh`; setup prints its name and duration on stderr,
 # and the environment to use as `export` lines on stdout:
 #   eval "$(bash scripts/setup.sh test)"
@@ -14,9 +15,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PURPOSES=(run model test cluster)
+PURPOSES=(run model test cluster train)
 # The purposes each purpose includes (itself first).
-declare -A INCLUDES=([run]="run" [model]="model run" [test]="test model run" [cluster]="cluster run")
+declare -A INCLUDES=([run]="run" [model]="model run" [test]="test model run" [cluster]="cluster run" [train]="train model run")
 purpose="${1:-run}"
 case " ${PURPOSES[*]} " in *" $purpose "*) ;; *)
   echo "usage: bash scripts/setup.sh [$(IFS='|'; echo "${PURPOSES[*]}")]   (default run; got \"$purpose\")" >&2; exit 2 ;;
@@ -41,6 +42,7 @@ STEPS=(
   "cluster cluster-debian -                 bash scripts/ensure-debian.sh postgresql"
   "test,cluster temporal-server TEMPORAL_SERVER_DIR bash scripts/ensure-temporal-server.sh"
   "test python-venv  ROLLOUT_TRAINER_PYTHON bash scripts/ensure-trainer-venv.sh"
+  "test,train train-venv ROLLOUT_TRAIN_PYTHON bash scripts/ensure-train-venv.sh"
   "test image-tools  *                      bash scripts/ensure-image-tools.sh"
   "test kube         KUBE_BIN_DIR           bash scripts/ensure-kube.sh"
   "test kube-node    KUBE_NODE_BIN_DIR      bash scripts/ensure-kube-node.sh"
