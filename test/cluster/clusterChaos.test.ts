@@ -300,6 +300,7 @@ describe('cluster chaos: the real Temporal server on PostgreSQL, three worker ho
     mkdirSync(join(root, 'test-output'), { recursive: true });
     writeFileSync(join(root, 'test-output/cluster-chaos-summary.md'), `# Cluster chaos summary (${new Date().toISOString()})\n\n${table}\n`);
     for (const h of hosts) await h.stop(client).catch(() => undefined);
+    for (const h of hosts) await h.reapLeftovers(); // nothing left behind when a case failed midway
     for (const m of machines) await m.destroy();
     await llm?.close();
     await connection?.close();

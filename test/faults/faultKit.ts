@@ -7,6 +7,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
+import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
 import { submitBatch } from '../../client/submitBatch.js';
 import { ATTRIBUTED_MODEL_TYPES } from '../../shared/failures.js';
 import type { GroupResult, PolicyConfig, RolloutLimits } from '../../shared/pipeline.js';
@@ -138,6 +139,17 @@ export class FaultHost {
       }
     }
     await client.schedule.getHandle(janitorScheduleId(this.hostId)).delete().catch(() => undefined);
+  }
+
+  /**
+   * Tears down every sandbox still under this host's state root, as its reaper would have: after a
+   * case that failed midway (a host killed and never brought back) nothing else will.
+   */
+  async reapLeftovers(): Promise<number> {
+    const provider = new LocalSandboxProvider({ stateRoot: this.sandboxRoot });
+    const left = await provider.list();
+    for (const record of left) await provider.teardown(record.id).catch(() => undefined);
+    return left.length;
   }
 }
 
