@@ -17,9 +17,9 @@ import json
 import sys
 from typing import Any, Optional
 
-from rollout_export import Sample, SampleError, read_samples
+from rollout_export import Sample, SampleError
 
-from .mismatch import measure, token_temperatures
+from .mismatch import add_sample_arguments, measure, samples_to_train_on, token_temperatures
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
 
@@ -58,7 +58,7 @@ def grpo_step(model: Any, samples: list[Sample], lr: float = 1e-4, clip: float =
     temps = [token_temperatures(s, temperature) for s in samples]
     if all(s.advantage == 0 for s in samples):
         raise SampleError("every sample has advantage 0 (each group's rollouts earned the same reward): a GRPO step on them changes nothing; train on groups whose rewards differ")
-    before = [mean_generated_logprob(model, s, t) for s, t in zip(samples, temps)]
+    before: list[float] = []
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ValueError("the model has no trainable parameter: add the LoRA first (with_lora)")
@@ -68,6 +68,7 @@ def grpo_step(model: Any, samples: list[Sample], lr: float = 1e-4, clip: float =
     loss_sum = 0.0
     for s, t in zip(samples, temps):
         positions, new = generated_logprobs(model, s, t)
+        before.append(float(new.detach().mean()))  # the weights before the step: no pass of its own
         old = torch.tensor([s.logprobs[int(p)] for p in positions], dtype=torch.float32)
         ratio = torch.exp(new - old)
         advantage = torch.tensor(s.advantage, dtype=torch.float32)
@@ -90,20 +91,15 @@ def grpo_step(model: Any, samples: list[Sample], lr: float = 1e-4, clip: float =
 
 def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rollout_trainer.grpo", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--samples", required=True, help="a `rollout export` JSONL file")
-    parser.add_argument("--gguf", required=True, help="the GGUF file the inference server runs")
+    add_sample_arguments(parser)
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--clip", type=float, default=0.2)
-    parser.add_argument("--temperature", type=float, help="the sampling temperature of every generated token, instead of the recorded ones")
-    parser.add_argument("--also-at", type=float, action="append", default=[], metavar="T", help="also report the mismatch with every token rescored at temperature T")
     parser.add_argument("--out", help="a directory to save the LoRA adapter in")
     args = parser.parse_args(argv)
     from .policy_model import PolicyModelError, load_policy
 
     try:
-        samples = list(read_samples(args.samples))
-        if not samples:
-            raise SampleError(f"{args.samples} has no sample: export a batch with valid rollouts (rollout export BATCH --out FILE)")
+        samples = samples_to_train_on(args.samples)
         model = with_lora(load_policy(args.gguf))  # a fresh LoRA adds nothing yet: the mismatch is the base model's
         report: dict[str, Any] = {
             "mismatch": measure(model, samples, args.temperature),

@@ -86,19 +86,30 @@ def measure(model: Any, samples: list[Sample], temperature: Optional[float] = No
     }
 
 
-def main(argv: Optional[list[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m rollout_trainer.mismatch", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def add_sample_arguments(parser: argparse.ArgumentParser) -> None:
+    """The arguments every trainer command takes: the samples, the model, the temperatures."""
     parser.add_argument("--samples", required=True, help="a `rollout export` JSONL file")
     parser.add_argument("--gguf", required=True, help="the GGUF file the inference server runs")
     parser.add_argument("--temperature", type=float, help="the sampling temperature of every generated token, instead of the recorded ones")
-    parser.add_argument("--also-at", type=float, action="append", default=[], metavar="T", help="then print the mismatch with every token rescored at temperature T (a distribution that is not the sampling one), one more line each")
+    parser.add_argument("--also-at", type=float, action="append", default=[], metavar="T", help="also report the mismatch with every token rescored at temperature T (a distribution that is not the sampling one)")
+
+
+def samples_to_train_on(path: str) -> list[Sample]:
+    """The checked samples of an export file; none at all is an error that says how to get some."""
+    samples = list(read_samples(path))
+    if not samples:
+        raise SampleError(f"{path} has no sample: export a batch with valid rollouts (rollout export BATCH --out FILE)")
+    return samples
+
+
+def main(argv: Optional[list[str]] = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rollout_trainer.mismatch", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    add_sample_arguments(parser)
     args = parser.parse_args(argv)
     from .policy_model import PolicyModelError, load_policy
 
     try:
-        samples = list(read_samples(args.samples))
-        if not samples:
-            raise SampleError(f"{args.samples} has no sample: export a batch with valid rollouts (rollout export BATCH --out FILE)")
+        samples = samples_to_train_on(args.samples)
         model = load_policy(args.gguf)
         print(json.dumps({"temperature": args.temperature, **measure(model, samples, args.temperature)}))
         for t in args.also_at:
