@@ -7,7 +7,8 @@
 #         PostgreSQL, the Python trainer venvs, the Kubernetes control plane and a real node,
 #         and the real Temporal server
 #   cluster  run's steps, then PostgreSQL and the real Temporal server (`rollout cluster up`)
-#   train model's steps, then the trainer's venv (torch, transformers; python/trainer)
+#   train model's steps, then the trainer's venv (torch, transformers; python/trainer) and llama.cpp's
+#         LoRA converter (npm run demo:train)
 # Each step is one `scripts/ensure-*.sh`; setup prints its name and duration on stderr,
 # and the environment to use as `export` lines on stdout:
 #   eval "$(bash scripts/setup.sh test)"
@@ -43,6 +44,7 @@ STEPS=(
   "test,cluster temporal-server TEMPORAL_SERVER_DIR bash scripts/ensure-temporal-server.sh"
   "test python-venv  ROLLOUT_TRAINER_PYTHON bash scripts/ensure-trainer-venv.sh"
   "test,train train-venv ROLLOUT_TRAIN_PYTHON bash scripts/ensure-train-venv.sh"
+  "test,train lora-converter ROLLOUT_LORA_CONVERTER bash scripts/ensure-lora-converter.sh"
   "test image-tools  *                      bash scripts/ensure-image-tools.sh"
   "test kube         KUBE_BIN_DIR           bash scripts/ensure-kube.sh"
   "test kube-node    KUBE_NODE_BIN_DIR      bash scripts/ensure-kube-node.sh"

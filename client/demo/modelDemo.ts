@@ -16,10 +16,8 @@ import { join, resolve } from 'node:path';
 import { llamaSetupFromEnv, startLlamaServer } from '../../workers/inference/llamaServer.js';
 import { runCommand } from '../cli/runCommand.js';
 import { UsageError } from '../cli/usageError.js';
+import { DEMO_MODEL_NAME, DEMO_TOOL_CALL_PARSERS } from './modelDemoSettings.js';
 
-export const DEMO_MODEL_NAME = 'qwen2.5-coder-0.5b-instruct-q4_k_m';
-/** Qwen 0.5B writes calls as ```json blocks or bare JSON; the server reads most of them, the text parsers the rest. */
-export const DEMO_TOOL_CALL_PARSERS = 'server,fenced-json,hermes-tags,bare-json';
 
 const setup = llamaSetupFromEnv();
 if ('missing' in setup) {
@@ -51,7 +49,7 @@ try {
     '--max-tokens', '384',
     // Twelve rollouts share four slots on one CPU thread: a call may wait minutes for a slot, which is not the model's doing.
     '--request-timeout-ms', '280000',
-    '--tool-call-parser', DEMO_TOOL_CALL_PARSERS,
+    '--tool-call-parser', DEMO_TOOL_CALL_PARSERS.join(','),
     '--token-mode', 'pipeline',
     '--chat-template', llama.template.file,
     ...userArgs,

@@ -19,8 +19,13 @@ export const skipWithoutModel: string | false = 'missing' in setup ? `needs the 
 export const TEST_MODEL_NAME = 'qwen2.5-coder-0.5b-instruct-q4_k_m';
 
 export async function startTestLlamaServer(options: Partial<Omit<LlamaServerOptions, 'python' | 'model'>> & { name: string }): Promise<RunningLlamaServer> {
+  return startLlamaServer(testLlamaOptions(options));
+}
+
+/** The options startTestLlamaServer starts a server with: what a restart (a weight sync) starts it with again. */
+export function testLlamaOptions(options: Partial<Omit<LlamaServerOptions, 'python' | 'model'>> & { name: string }): LlamaServerOptions {
   if ('missing' in setup) throw new Error(setup.missing);
   mkdirSync(outputDir, { recursive: true });
   const { name, ...rest } = options;
-  return startLlamaServer({ ...setup, logFile: join(outputDir, `llama-server-${name}-${process.pid}.log`), ...rest });
+  return { ...setup, logFile: join(outputDir, `llama-server-${name}-${process.pid}.log`), ...rest };
 }

@@ -40,6 +40,14 @@ export interface LlamaServerOptions extends LlamaSetup {
   port?: number;
   logFile?: string;
   startTimeoutMs?: number;
+  /** A LoRA adapter GGUF (llama.cpp's format) applied at scale 1 on top of the model: trained weights synced to the server. */
+  lora?: string;
+}
+
+/** The LoRA adapter a server applies, as the launcher read it. */
+export interface ServedLora {
+  path: string;
+  sha256: string;
 }
 
 export interface ServedTemplate {
@@ -57,6 +65,8 @@ export interface RunningLlamaServer {
   pid: number;
   model: string;
   template: ServedTemplate;
+  /** The adapter applied on top of `model`, absent when the server runs the model alone. */
+  lora?: ServedLora;
   /** From spawn to /health answering 200. */
   readyMs: number;
   logFile: string;
@@ -120,6 +130,7 @@ export async function startLlamaServer(options: LlamaServerOptions): Promise<Run
     '--threads', String(options.threads ?? 1),
     '--template', typeof template === 'string' ? template : template.file,
     '--template-out', templateFile,
+    ...(options.lora ? ['--lora', options.lora] : []),
   ];
   const started = performance.now();
   const logFd = openSync(logFile, 'a');
@@ -129,7 +140,7 @@ export async function startLlamaServer(options: LlamaServerOptions): Promise<Run
 
   const exit = watchChildExit(child);
   let stdout = '';
-  let listening: { baseUrl: string; template: ServedTemplate } | undefined;
+  let listening: { baseUrl: string; template: ServedTemplate; lora?: ServedLora } | undefined;
   const out = child.stdout;
   if (!out) throw new LlamaServerStartError('the llama.cpp launcher has no stdout pipe');
   out.setEncoding('utf8');
@@ -137,8 +148,8 @@ export async function startLlamaServer(options: LlamaServerOptions): Promise<Run
     stdout += chunk;
     for (const line of stdout.split('\n').slice(0, -1)) {
       try {
-        const event = JSON.parse(line) as { event?: string; baseUrl?: string; template?: ServedTemplate };
-        if (event.event === 'listening' && event.baseUrl && event.template) listening = { baseUrl: event.baseUrl, template: event.template };
+        const event = JSON.parse(line) as { event?: string; baseUrl?: string; template?: ServedTemplate; lora?: ServedLora | null };
+        if (event.event === 'listening' && event.baseUrl && event.template) listening = { baseUrl: event.baseUrl, template: event.template, ...(event.lora ? { lora: event.lora } : {}) };
       } catch {
         // not one of the launcher's lines
       }
@@ -168,6 +179,7 @@ export async function startLlamaServer(options: LlamaServerOptions): Promise<Run
     pid: child.pid,
     model: options.model,
     template: listening.template,
+    ...(listening.lora ? { lora: listening.lora } : {}),
     readyMs: performance.now() - started,
     logFile,
     stop,

@@ -13,6 +13,10 @@ Chat template (--template):
                    returns proper tool_calls. Derived from the GGUF at start, never a copied blob.
   FILE             a Jinja template read from FILE.
 The template used is written to --template-out and its sha256 is in the "listening" line.
+
+--lora FILE applies a LoRA adapter in llama.cpp's GGUF format (what rollout_trainer.adapter_gguf makes
+from a trained PEFT adapter) at scale 1 on top of the model; the "listening" line names it and its
+sha256. llama.cpp refuses an adapter made for another model at start-up: the launcher then exits.
 """
 
 import argparse
@@ -118,6 +122,7 @@ def main():
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--template", default="gguf-fenced-json")
     ap.add_argument("--template-out", help="write the template used to this file")
+    ap.add_argument("--lora", help="a LoRA adapter GGUF to apply at scale 1")
     args = ap.parse_args()
 
     import xllamacpp  # after argument parsing, so --help works without it
@@ -143,6 +148,13 @@ def main():
     # default; /metrics (requests processing and deferred, KV cache usage) is not.
     params.endpoint_slots = True
     params.endpoint_metrics = True
+    lora = None
+    if args.lora:
+        if not os.path.isfile(args.lora):
+            raise SystemExit(f"llama_server: --lora {args.lora!r} is not a file")
+        with open(args.lora, "rb") as f:
+            lora = {"path": args.lora, "sha256": hashlib.sha256(f.read()).hexdigest()}
+        params.lora_adapters = [xllamacpp.CommonAdapterLoraInfo(args.lora, 1.0)]
 
     # SIGTERM/SIGINT are taken by sigwait below, not by Python's default handlers.
     signal.pthread_sigmask(signal.SIG_BLOCK, [signal.SIGTERM, signal.SIGINT])
@@ -156,6 +168,7 @@ def main():
                 "loadSeconds": round(time.monotonic() - started, 3),
                 "xllamacpp": xllamacpp.__version__,
                 "template": template_info,
+                "lora": lora,
             }
         ),
         flush=True,

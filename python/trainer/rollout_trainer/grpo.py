@@ -3,22 +3,32 @@ trainer's log probability of each generated token against the server's (the old 
 times the sample's exported advantage, averaged over every loss-mask token of the batch (token-level,
 as DAPO and prime-rl normalise); tool observations and the prompt are masked out.
 
-    python -m rollout_trainer.grpo --samples export.jsonl --gguf model.gguf [--lr 1e-4] [--out DIR]
+    python -m rollout_trainer.grpo --samples export.jsonl --gguf model.gguf [--lr 1e-4]
+        [--resume DIR] [--out DIR [--convert]]
 
 prints one JSON object: the train-inference mismatch before the step (rollout_trainer.mismatch; also
 with every token rescored at each `--also-at T`), the loss, and per sample its advantage and how far
 the mean log probability of its generated tokens moved (after minus before, at the sampling
-temperatures). `--out` saves the LoRA adapter (PEFT's format)."""
+temperatures).
+
+`--out DIR` saves the trainer's state after the step: the LoRA adapter (PEFT's format), the
+optimizer's state and the step number (`--resume DIR` continues from them), the base model's
+config.json (base-config/), and the trainer's log probability of every generated token after the step
+(trainer_logprobs.jsonl: what the server must report once it serves the new weights). `--convert` also
+writes DIR/adapter.gguf with llama.cpp's converter (rollout_trainer.adapter_gguf), for `llama-server
+--lora`."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any, Optional
 
 from rollout_export import Sample, SampleError
 
+from .adapter_gguf import AdapterConversionError, convert_adapter, write_base_config
 from .mismatch import add_sample_arguments, measure, samples_to_train_on, token_temperatures
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -43,26 +53,35 @@ def generated_logprobs(model: Any, s: Sample, temperatures: list[Optional[float]
     return positions, torch.log_softmax(scaled, dim=-1).gather(-1, ids[0, positions].unsqueeze(-1)).squeeze(-1)
 
 
-def mean_generated_logprob(model: Any, s: Sample, temperatures: list[Optional[float]]) -> float:
+def generated_logprobs_after(model: Any, s: Sample, temperatures: list[Optional[float]]) -> tuple[list[int], list[float]]:
+    """(positions, log probabilities) of the generated tokens, without gradients."""
     import torch
 
     with torch.no_grad():
-        _, lps = generated_logprobs(model, s, temperatures)
-    return float(lps.mean())
+        positions, lps = generated_logprobs(model, s, temperatures)
+    return [int(p) for p in positions], [float(x) for x in lps]
 
 
-def grpo_step(model: Any, samples: list[Sample], lr: float = 1e-4, clip: float = 0.2, temperature: Optional[float] = None) -> dict[str, Any]:
-    """One optimizer step of the clipped GRPO objective over `samples`; returns what moved."""
+def make_optimizer(model: Any, lr: float) -> Any:
+    import torch
+
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise ValueError("the model has no trainable parameter: add the LoRA first (with_lora)")
+    return torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+
+
+def grpo_step(model: Any, samples: list[Sample], lr: float = 1e-4, clip: float = 0.2, temperature: Optional[float] = None, optimizer: Any = None) -> dict[str, Any]:
+    """One optimizer step of the clipped GRPO objective over `samples`; returns what moved (and, under
+    "after", each sample's generated positions and their log probabilities after the step)."""
     import torch
 
     temps = [token_temperatures(s, temperature) for s in samples]
     if all(s.advantage == 0 for s in samples):
         raise SampleError("every sample has advantage 0 (each group's rollouts earned the same reward): a GRPO step on them changes nothing; train on groups whose rewards differ")
     before: list[float] = []
-    params = [p for p in model.parameters() if p.requires_grad]
-    if not params:
-        raise ValueError("the model has no trainable parameter: add the LoRA first (with_lora)")
-    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    if optimizer is None:
+        optimizer = make_optimizer(model, lr)
     optimizer.zero_grad()
     total_tokens = sum(sum(1 for x in t if x is not None) for t in temps)
     loss_sum = 0.0
@@ -77,7 +96,8 @@ def grpo_step(model: Any, samples: list[Sample], lr: float = 1e-4, clip: float =
         loss.backward()  # one sample at a time: the activations of one sequence in memory, not the batch's
         loss_sum += float(loss)
     optimizer.step()
-    after = [mean_generated_logprob(model, s, t) for s, t in zip(samples, temps)]
+    after_tokens = [generated_logprobs_after(model, s, t) for s, t in zip(samples, temps)]
+    after = [sum(lps) / len(lps) if lps else 0.0 for _, lps in after_tokens]
     return {
         "loss": loss_sum,
         "tokens": total_tokens,
@@ -86,7 +106,48 @@ def grpo_step(model: Any, samples: list[Sample], lr: float = 1e-4, clip: float =
             {"rollout_id": s.rollout_id, "advantage": s.advantage, "mean_logprob_before": b, "mean_logprob_after": a, "moved": a - b}
             for s, b, a in zip(samples, before, after)
         ],
+        "after": [{"rollout_id": s.rollout_id, "positions": pos, "logprobs": lps} for s, (pos, lps) in zip(samples, after_tokens)],
     }
+
+
+STATE_FILE = "trainer_state.json"
+OPTIMIZER_FILE = "optimizer.pt"
+
+
+def resume(model: Any, directory: str, lr: float) -> tuple[Any, Any, int]:
+    """(the model with the LoRA saved in `directory`, trainable; its optimizer with the saved state; the steps done)."""
+    import torch
+    from peft import PeftModel
+
+    state_path = os.path.join(directory, STATE_FILE)
+    if not os.path.isfile(state_path):
+        raise ValueError(f"--resume {directory}: no {STATE_FILE} there (a directory rollout_trainer.grpo --out wrote)")
+    with open(state_path, encoding="utf-8") as f:
+        state = json.load(f)
+    peft_model = PeftModel.from_pretrained(model, directory, is_trainable=True)
+    optimizer = make_optimizer(peft_model, lr)
+    optimizer.load_state_dict(torch.load(os.path.join(directory, OPTIMIZER_FILE), weights_only=True))
+    for group in optimizer.param_groups:
+        group["lr"] = lr
+    return peft_model, optimizer, int(state["step"])
+
+
+def save(model: Any, optimizer: Any, step: int, report: dict[str, Any], directory: str, convert: bool) -> None:
+    """The trainer's state after `step` in `directory` (see the module's docstring)."""
+    import torch
+
+    model.save_pretrained(directory)
+    torch.save(optimizer.state_dict(), os.path.join(directory, OPTIMIZER_FILE))
+    base_config = os.path.join(directory, "base-config")
+    write_base_config(model, base_config)
+    with open(os.path.join(directory, "trainer_logprobs.jsonl"), "w", encoding="utf-8") as f:
+        for entry in report["after"]:
+            f.write(json.dumps(entry) + "\n")
+    with open(os.path.join(directory, STATE_FILE), "w", encoding="utf-8") as f:
+        json.dump({"step": step, "lr": report["lr"]}, f)
+    report["adapter"] = directory
+    if convert:
+        report["adapter_gguf"] = convert_adapter(directory, base_config, os.path.join(directory, "adapter.gguf"))
 
 
 def main(argv: Optional[list[str]] = None) -> int:
@@ -94,23 +155,34 @@ def main(argv: Optional[list[str]] = None) -> int:
     add_sample_arguments(parser)
     parser.add_argument("--lr", type=float, default=1e-4)
     parser.add_argument("--clip", type=float, default=0.2)
-    parser.add_argument("--out", help="a directory to save the LoRA adapter in")
+    parser.add_argument("--resume", metavar="DIR", help="continue from the state an earlier step saved with --out")
+    parser.add_argument("--out", metavar="DIR", help="save the trainer's state after the step here")
+    parser.add_argument("--convert", action="store_true", help="with --out: also write DIR/adapter.gguf for llama-server --lora")
     args = parser.parse_args(argv)
+    if args.convert and not args.out:
+        parser.error("--convert writes into the --out directory: name one")
     from .policy_model import PolicyModelError, load_policy
 
     try:
         samples = samples_to_train_on(args.samples)
-        model = with_lora(load_policy(args.gguf))  # a fresh LoRA adds nothing yet: the mismatch is the base model's
+        base = load_policy(args.gguf)
+        if args.resume:
+            model, optimizer, done = resume(base, args.resume, args.lr)
+        else:
+            model, optimizer, done = with_lora(base), None, 0  # a fresh LoRA adds nothing yet: the mismatch is the base model's
+        if optimizer is None:
+            optimizer = make_optimizer(model, args.lr)
         report: dict[str, Any] = {
+            "step": done + 1,
             "mismatch": measure(model, samples, args.temperature),
             "mismatch_also_at": [{"temperature": t, **measure(model, samples, t)} for t in args.also_at],
         }
-        report.update(grpo_step(model, samples, lr=args.lr, clip=args.clip, temperature=args.temperature))
+        report.update(grpo_step(model, samples, lr=args.lr, clip=args.clip, temperature=args.temperature, optimizer=optimizer))
         if args.out:
-            model.save_pretrained(args.out)
-            report["adapter"] = args.out
+            save(model, optimizer, done + 1, report, args.out, args.convert)
+        del report["after"]  # in trainer_logprobs.jsonl; too long for the report line
         print(json.dumps(report))
-    except (SampleError, PolicyModelError, OSError) as err:
+    except (SampleError, PolicyModelError, AdapterConversionError, ValueError, OSError) as err:
         print(f"rollout_trainer.grpo: {err}", file=sys.stderr)
         return 2
     return 0
