@@ -29,14 +29,12 @@ class AdapterConversionError(RuntimeError):
 
 def write_base_config(model: Any, directory: str) -> str:
     """The base model's config.json as the converter reads it: its architecture named, no GGUF quantization entry."""
-    base = getattr(model, "get_base_model", lambda: model)()
-    config = base.config.to_dict()
-    config["architectures"] = [type(base).__name__]
-    config.pop("quantization_config", None)  # the trainer's dequantized float32 weights: what the adapter was trained on
+    from .policy_model import hf_config
+
     os.makedirs(directory, exist_ok=True)
     path = os.path.join(directory, "config.json")
     with open(path, "w", encoding="utf-8") as f:
-        json.dump(config, f, indent=1)
+        json.dump(hf_config(model), f, indent=1)
     return path
 
 

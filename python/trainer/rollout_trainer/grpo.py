@@ -94,7 +94,7 @@ def grpo_step(model: Any, samples: list[Sample], lr: float = 1e-4, clip: float =
         objective = torch.minimum(ratio * advantage, torch.clamp(ratio, 1 - clip, 1 + clip) * advantage)
         loss = -objective.sum() / total_tokens
         loss.backward()  # one sample at a time: the activations of one sequence in memory, not the batch's
-        loss_sum += float(loss)
+        loss_sum += float(loss.detach())
     optimizer.step()
     after_tokens = [generated_logprobs_after(model, s, t) for s, t in zip(samples, temps)]
     after = [sum(lps) / len(lps) if lps else 0.0 for _, lps in after_tokens]
