@@ -89,12 +89,13 @@ describe('the trainer against the inference server, on the real model', { timeou
         .map((line) => JSON.parse(line) as { rollout_id: string; input_ids: number[]; loss_mask: number[]; logprobs: (number | null)[]; advantage: number });
       const generated = exported.reduce((n, s) => n + s.loss_mask.filter((m) => m === 1).length, 0);
       // The step needs both signs; a group of two on this small model often earns one reward twice
-      // (advantages 0). Then the test gives the first +1 and the second -1, and says so.
+      // (advantages 0). Then the test gives the first +1 and the second -1 (rewards 1 and 0, for TRL,
+      // which computes advantages from the rewards), and says so.
       const bothSigns = exported.some((s) => s.advantage > 0) && exported.some((s) => s.advantage < 0);
       const stepSamples = bothSigns ? out : join(dir, 'signed.jsonl');
       if (!bothSigns) {
         console.log(`advantages ${JSON.stringify(exported.map((s) => s.advantage))}: the step trains on +1 / -1 instead`);
-        writeFileSync(stepSamples, readFileSync(out, 'utf8').trim().split('\n').map((line, i) => JSON.stringify({ ...(JSON.parse(line) as object), advantage: i % 2 === 0 ? 1 : -1 })).join('\n') + '\n');
+        writeFileSync(stepSamples, readFileSync(out, 'utf8').trim().split('\n').map((line, i) => JSON.stringify({ ...(JSON.parse(line) as object), advantage: i % 2 === 0 ? 1 : -1, reward: i % 2 === 0 ? 1 : 0 })).join('\n') + '\n');
       }
 
       const trained = join(dir, 'trained');
@@ -170,6 +171,16 @@ describe('the trainer against the inference server, on the real model', { timeou
       assert.equal(conv.status, 2, conv.stderr);
       assert.match(conv.stderr, /not-an-adapter is not a saved PEFT adapter: adapter_config.json is missing/);
       assert.ok(!existsSync(join(dir, 'x.gguf')));
+
+      // TRL's own GRPOTrainer takes the same samples through its rollout_func hook and trains on them.
+      const trl = spawnSync(trainPython as string, ['-m', 'rollout_trainer.trl_step', '--samples', stepSamples, '--gguf', llamaOptions.model, '--off-policy-mask-threshold', '0.5', '--out', join(dir, 'trl')], { encoding: 'utf8', timeout: 900_000 });
+      assert.equal(trl.status, 0, trl.stderr.slice(-3000));
+      const trlReport = JSON.parse(trl.stdout.trim().split('\n').at(-1) as string) as { rollout_func_calls: { completions: number }[]; logged: Record<string, number>; lora_tensors_moved: number; train_s: number };
+      const rewards = readFileSync(stepSamples, 'utf8').trim().split('\n').map((line) => (JSON.parse(line) as { reward: number }).reward);
+      console.log(`TRL GRPOTrainer, one step on the CPU (${trlReport.train_s} s): loss ${trlReport.logged.loss}, reward ${trlReport.logged.reward}, ${trlReport.lora_tensors_moved} LoRA tensors moved`);
+      assert.deepEqual(trlReport.rollout_func_calls.map((c) => c.completions), [exported.length], 'rollout_func returned the group, one completion per rollout');
+      assert.ok(Math.abs((trlReport.logged.reward as number) - mean(rewards)) < 1e-6, `TRL saw the exported rewards: ${trlReport.logged.reward} against ${mean(rewards)}`);
+      assert.ok(Number.isFinite(trlReport.logged.loss) && trlReport.lora_tensors_moved > 0, `TRL took a step: ${JSON.stringify(trlReport.logged)}`);
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }

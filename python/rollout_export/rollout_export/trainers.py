@@ -3,7 +3,12 @@ define them (read 2026-12-02; the source file and version of each is named below
 
 - TRL's GRPOTrainer `rollout_func` return value (trl/trainer/grpo_trainer.py, v1.9.0):
   `prompt_ids`, `completion_ids`, `logprobs` (per completion token), `env_mask` (1 = model token);
-  every other key reaches the reward functions as a keyword argument.
+  every other key reaches the reward functions as a keyword argument. `rollout_func(prompts,
+  trainer)` gets the generation batch's prompts already repeated `num_generations` times (the
+  RepeatSampler's), and must return one completion per entry, in that order. TRL reads `logprobs`
+  only with `use_vllm` (importance-sampling correction, `sampling/*` metrics) or with
+  `off_policy_mask_threshold`; otherwise its ratio is against its own forward pass and they go
+  unused. Set GRPOConfig `temperature` to the sampling temperature: TRL scales the logits by it.
 - verl's `AgentLoopOutput` (verl/experimental/agent_loop/agent_loop.py, v0.9.0): `prompt_ids`,
   `response_ids`, `response_mask`, `response_logprobs`, `reward_score`, `num_turns`, `metrics`,
   `extra_fields` (the policy-version span as `min_global_steps` / `max_global_steps`).
@@ -71,7 +76,8 @@ def to_trl_rollout(samples: list[Sample], num_generations: Optional[int] = None)
     sample, each group's rollouts contiguous and in order (TRL reshapes the rewards to
     `(-1, num_generations)`), so every group must have `num_generations` samples. The rollout's
     reward is the extra key `rollout_reward` (use `trl_rollout_reward` as the reward function);
-    `rollout_id`, `task_id` and `advantage` ride along for logging."""
+    `rollout_id`, `task_id` and `advantage` ride along for logging only: TRL recomputes the
+    advantage from the rewards, with Bessel's correction on the group std (ours has none)."""
     groups = _groups_in_order(samples)
     sizes = {gid: len(members) for gid, members in groups.items()}
     want = num_generations if num_generations is not None else (next(iter(sizes.values())) if sizes else 0)

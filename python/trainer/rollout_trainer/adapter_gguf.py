@@ -97,13 +97,11 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--out", required=True, help="the GGUF adapter file to write")
     parser.add_argument("--converter", help="llama.cpp's convert_lora_to_gguf.py (default: $ROLLOUT_LORA_CONVERTER)")
     args = parser.parse_args(argv)
-    try:
-        print(json.dumps(convert_adapter(args.adapter, args.base_config, args.out, args.converter)))
-    except AdapterConversionError as err:
-        print(f"rollout_trainer.adapter_gguf: {err}", file=sys.stderr)
-        return 2
-    return 0
+    from .command import run_command
+    # The package's own module, not this file run as __main__: its AdapterConversionError is the one run_command names.
+    from .adapter_gguf import convert_adapter as convert
 
+    return run_command("rollout_trainer.adapter_gguf", lambda: print(json.dumps(convert(args.adapter, args.base_config, args.out, args.converter))))
 
 if __name__ == "__main__":
     sys.exit(main())

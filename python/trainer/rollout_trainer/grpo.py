@@ -28,7 +28,7 @@ from typing import Any, Optional
 
 from rollout_export import Sample, SampleError
 
-from .adapter_gguf import AdapterConversionError, convert_adapter, write_base_config
+from .adapter_gguf import convert_adapter, write_base_config
 from .mismatch import add_sample_arguments, measure, samples_to_train_on, token_temperatures
 
 LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj")
@@ -161,16 +161,16 @@ def main(argv: Optional[list[str]] = None) -> int:
     args = parser.parse_args(argv)
     if args.convert and not args.out:
         parser.error("--convert writes into the --out directory: name one")
-    from .policy_model import PolicyModelError, load_policy
+    from .command import run_command
+    from .policy_model import load_policy
 
-    try:
+    def work() -> None:
         samples = samples_to_train_on(args.samples)
         base = load_policy(args.gguf)
         if args.resume:
             model, optimizer, done = resume(base, args.resume, args.lr)
-        else:
-            model, optimizer, done = with_lora(base), None, 0  # a fresh LoRA adds nothing yet: the mismatch is the base model's
-        if optimizer is None:
+        else:  # a fresh LoRA adds nothing yet: the mismatch is the base model's
+            model, done = with_lora(base), 0
             optimizer = make_optimizer(model, args.lr)
         report: dict[str, Any] = {
             "step": done + 1,
@@ -182,11 +182,8 @@ def main(argv: Optional[list[str]] = None) -> int:
             save(model, optimizer, done + 1, report, args.out, args.convert)
         del report["after"]  # in trainer_logprobs.jsonl; too long for the report line
         print(json.dumps(report))
-    except (SampleError, PolicyModelError, AdapterConversionError, ValueError, OSError) as err:
-        print(f"rollout_trainer.grpo: {err}", file=sys.stderr)
-        return 2
-    return 0
 
+    return run_command("rollout_trainer.grpo", work)
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -106,19 +106,17 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rollout_trainer.mismatch", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     add_sample_arguments(parser)
     args = parser.parse_args(argv)
-    from .policy_model import PolicyModelError, load_policy
+    from .command import run_command
+    from .policy_model import load_policy
 
-    try:
+    def work() -> None:
         samples = samples_to_train_on(args.samples)
         model = load_policy(args.gguf)
         print(json.dumps({"temperature": args.temperature, **measure(model, samples, args.temperature)}))
         for t in args.also_at:
             print(json.dumps({"temperature": t, **measure(model, samples, t)}))
-    except (SampleError, PolicyModelError, OSError) as err:
-        print(f"rollout_trainer.mismatch: {err}", file=sys.stderr)
-        return 2
-    return 0
 
+    return run_command("rollout_trainer.mismatch", work)
 
 if __name__ == "__main__":
     sys.exit(main())

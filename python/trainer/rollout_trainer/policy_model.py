@@ -77,5 +77,10 @@ def load_policy(gguf: str) -> Any:
                 _save_dequantized(model, cached)
     except Exception as err:  # transformers raises many kinds here; all mean this file cannot be read as a model
         raise PolicyModelError(f"transformers could not load {gguf} as a causal LM: {type(err).__name__}: {err}") from err
+    # Loaded from the GGUF, the tensors are plain float32 but transformers leaves its GGUF quantizer
+    # attached (is_quantized, not trainable), and a transformers Trainer (TRL's) refuses the model: drop it.
+    if getattr(model, "hf_quantizer", None) is not None:
+        model.hf_quantizer.remove_quantization_config(model)
+        model.config._is_quantized = False
     model.eval()
     return model
