@@ -99,7 +99,7 @@ export function resolveBatch(options: SubmitBatchOptions): ResolvedGroupInput[] 
     seen.add(task.id);
     const parsed = GroupInputSchema.safeParse({ ...shared, policy, task: { id: task.id, dir: task.dir, version: task.version } });
     if (!parsed.success) {
-      throw new BatchInputError(parsed.error.issues.map((i) => `${i.path.join('.') || 'batch'}: ${i.message}`).join('; '));
+      throw new BatchInputError(parsed.error.issues.map((i) => `${i.path.join('.') || 'batch'}${i.path[0] === 'task' ? ` (${dir})` : ''}: ${i.message}`).join('; '));
     }
     return parsed.data;
   });

@@ -72,10 +72,18 @@ export const TaskTomlSchema = z.object({
 });
 export type TaskToml = z.infer<typeof TaskTomlSchema>;
 
+/**
+ * A task's id (its directory's name): it names the group's and rollouts' workflows and is matched in
+ * visibility queries (RolloutTaskId="..."), so it keeps to characters those take as they are.
+ */
+export const TaskIdSchema = z
+  .string()
+  .regex(/^[A-Za-z0-9][A-Za-z0-9._+-]{0,199}$/, 'a task id (the task directory\'s name) is letters, digits, dot, dash, underscore and plus, starting with a letter or digit, at most 200: rename the task directory');
+
 /** A validated task, small enough to travel in workflow inputs and results (no file contents). */
 export const TaskRefSchema = z.object({
   /** The directory name: the task's id within its collection. */
-  id: z.string().min(1),
+  id: TaskIdSchema,
   /** Absolute path of the task directory on the workers' filesystem. */
   dir: z.string().startsWith('/'),
   /** sha256 over every file of the task (paths, exec bits and contents): the task version. */
@@ -86,7 +94,7 @@ export type TaskRef = z.infer<typeof TaskRefSchema>;
 /** How a caller names a task: its directory, optionally pinned to an id and version (the group pins it otherwise). */
 export const TaskRequestSchema = z.object({
   dir: z.string().startsWith('/', 'an absolute path on the workers'),
-  id: z.string().min(1).optional(),
+  id: TaskIdSchema.optional(),
   version: z.string().regex(/^[0-9a-f]{64}$/).optional(),
 });
 export type TaskRequest = z.infer<typeof TaskRequestSchema>;

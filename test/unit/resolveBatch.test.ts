@@ -1,5 +1,7 @@
 /** Bad batch input is refused before anything starts, with the field named. */
 import assert from 'node:assert/strict';
+import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
@@ -37,4 +39,15 @@ test('a bad batch id, a missing task and a duplicated task are refused', () => {
   refused({ ...base, tasks: ['/nonexistent/task'] }, /is not a task directory/);
   refused({ ...base, tasks: [task, task] }, /appears twice/);
   refused({ ...base, tasks: [] }, /no tasks/);
+});
+
+test('a task directory whose name cannot be a task id (a quote breaks the queries that find its rollouts) is refused, named', () => {
+  const parent = mkdtempSync(join(tmpdir(), 'task-id-'));
+  try {
+    const odd = join(parent, 'say "hi"');
+    cpSync(task, odd, { recursive: true });
+    refused({ ...base, tasks: [odd] }, new RegExp(`task\\.id \\(${odd.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')}\\): a task id .* rename the task directory`));
+  } finally {
+    rmSync(parent, { recursive: true, force: true });
+  }
 });
