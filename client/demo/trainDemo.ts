@@ -9,7 +9,8 @@
  * train-inference mismatch the trainer measured on that batch (the server at that version against
  * the trainer's weights of that version), and the time of each stage. Needs `bash scripts/setup.sh
  * train` (the model, the trainer's venv, the converter); nothing is downloaded here. The trainer's
- * state of each step stays in <data-dir>/train/<run>/step-<k>.
+ * state of each step stays in <data-dir>/train/<run>/step-<k>. Ctrl-C or SIGTERM stops it in order
+ * (the trainer, the workers, the Temporal server, the inference server); a second one kills the servers.
  */
 import { mkdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
@@ -20,6 +21,7 @@ import { syncAdapter, WeightSyncError } from '../training/weightSync.js';
 import { parseCommandLine } from '../cli/commandLine.js';
 import { expandTaskDirs } from '../cli/cliSettings.js';
 import { UsageError } from '../cli/usageError.js';
+import { interruptedExitCode, untilAborted, watchInterrupts } from '../stopping/interrupt.js';
 import type { GroupResult, PolicyConfig } from '../../shared/pipeline.js';
 import { llamaSetupFromEnv, startLlamaServer, type LlamaServerOptions, type RunningLlamaServer } from '../../workers/inference/llamaServer.js';
 import { freePort, startDevServer, type RunningDevServer } from '../../workers/temporalDevServer.js';
@@ -99,6 +101,13 @@ async function main(argv: string[]): Promise<number> {
   let server: RunningDevServer | undefined;
   let pipeline: LocalPipeline | undefined;
   let closeClient: (() => Promise<void>) | undefined;
+  const interrupts = watchInterrupts({
+    onSecond: () => {
+      server?.kill();
+      if (llama) process.kill(llama.pid, 'SIGKILL');
+    },
+  });
+  const stopped = interrupts.signal;
   try {
     llama = await startLlamaServer(llamaOptions);
     server = await startDevServer({ port: await freePort(), uiPort: await freePort(), dbFilename: join(runDir, 'temporal.sqlite'), logFile: join(runDir, 'temporal-dev-server.log'), ownProcessGroup: true });
@@ -112,7 +121,7 @@ async function main(argv: string[]): Promise<number> {
     const rows: BatchRow[] = [];
     let version = 0;
     let trainerState: string | undefined;
-    for (let k = 0; k <= steps; k++) {
+    for (let k = 0; k <= steps && !stopped.aborted; k++) {
       const policy: PolicyConfig = {
         kind: 'openai',
         baseUrl: llama.baseUrl,
@@ -127,7 +136,8 @@ async function main(argv: string[]): Promise<number> {
       let started = performance.now();
       const batch = await submitBatch(opened.client, { batchId, tasks, groupSize, minValid: 2, policy, limits: { maxTurns }, policyVersion: version });
       const groups: GroupResult[] = [];
-      for await (const g of batch.results()) groups.push(g);
+      for await (const g of untilAborted(batch.results(), stopped)) groups.push(g);
+      if (stopped.aborted) break;
       const rolloutsS = (performance.now() - started) / 1000;
       const rewards = groups.flatMap((g) => g.rollouts.map((r) => r.reward ?? 0));
       const samplesFile = join(runDir, `batch-${k}.jsonl`);
@@ -139,7 +149,7 @@ async function main(argv: string[]): Promise<number> {
         const out = join(runDir, `step-${k + 1}`);
         started = performance.now();
         try {
-          row.step = await runTrainerStep({ python: trainPython, samples: samplesFile, gguf: setup.model, out, lr, ...(trainerState ? { resume: trainerState } : {}) });
+          row.step = await runTrainerStep({ python: trainPython, samples: samplesFile, gguf: setup.model, out, lr, signal: stopped, ...(trainerState ? { resume: trainerState } : {}) });
           row.trainS = (performance.now() - started) / 1000;
           started = performance.now();
           const synced = await syncAdapter(llama, llamaOptions, row.step.adapter_gguf?.path ?? join(out, 'adapter.gguf'));
@@ -159,11 +169,16 @@ async function main(argv: string[]): Promise<number> {
       rows.push(row);
       process.stdout.write(`${formatRow(row)}\n`);
     }
+    if (stopped.aborted) {
+      process.stderr.write(`demo:train: ${String(stopped.reason)}: stopped after ${rows.length} batch(es); stopping the workers and servers\n`);
+      return interruptedExitCode(stopped);
+    }
     const first = rows[0] as BatchRow;
     const last = rows.at(-1) as BatchRow;
     process.stdout.write(`mean reward ${first.meanReward.toFixed(3)} at version ${first.version} -> ${last.meanReward.toFixed(3)} at version ${last.version} (${rows.length} batches of ${first.rollouts} rollouts)\n`);
     return 0;
   } finally {
+    interrupts.dispose();
     await closeClient?.();
     await pipeline?.stop();
     await server?.stop();

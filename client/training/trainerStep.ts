@@ -54,6 +54,8 @@ export interface TrainerStepOptions {
   /** Also report the mismatch with every token rescored at these temperatures. */
   alsoAt?: number[];
   timeoutMs?: number;
+  /** Aborting it kills the trainer (SIGTERM): a command stopped by Ctrl-C leaves no trainer behind. */
+  signal?: AbortSignal;
 }
 
 export class TrainerStepError extends Error {
@@ -69,13 +71,16 @@ export async function runTrainerStep(options: TrainerStepOptions): Promise<Train
   if (options.resume) args.push('--resume', options.resume);
   if (options.lr !== undefined) args.push('--lr', String(options.lr));
   for (const t of options.alsoAt ?? []) args.push('--also-at', String(t));
-  const child = spawn(options.python, args, { stdio: ['ignore', 'pipe', 'pipe'], timeout: options.timeoutMs ?? 1_800_000 });
+  const child = spawn(options.python, args, { stdio: ['ignore', 'pipe', 'pipe'], timeout: options.timeoutMs ?? 1_800_000, ...(options.signal ? { signal: options.signal } : {}) });
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (c: string) => (stdout += c));
   child.stderr.setEncoding('utf8').on('data', (c: string) => (stderr = (stderr + c).slice(-20_000)));
   const code = await new Promise<number | string>((resolve, reject) => {
-    child.on('error', (err) => reject(new TrainerStepError(`could not run the trainer (${options.python}): ${err.message}; bash scripts/setup.sh train prints ROLLOUT_TRAIN_PYTHON`)));
+    child.on('error', (err) => {
+      if (err.name === 'AbortError') resolve('an interrupt');
+      else reject(new TrainerStepError(`could not run the trainer (${options.python}): ${err.message}; bash scripts/setup.sh train prints ROLLOUT_TRAIN_PYTHON`));
+    });
     child.on('close', (c, signal) => resolve(c ?? `signal ${signal}`));
   });
   if (code !== 0) throw new TrainerStepError(`rollout_trainer.grpo on ${options.samples} ended with ${typeof code === 'number' ? `exit ${code}` : code}:\n${stderr.trim().split('\n').slice(-12).join('\n')}`);
