@@ -19,6 +19,8 @@ export class HelpRequested extends Error {
 export interface CommandSpec<O extends ParseArgsOptionsConfig, P extends boolean> {
   /** The subcommand as typed, e.g. `run` or `task check`: named in error messages. */
   command: string;
+  /** How a user types it, for hints (default `rollout <command>`; e.g. `npm run demo:train --`). */
+  invocation?: string;
   usage: string;
   options: O;
   allowPositionals?: P;
@@ -38,7 +40,8 @@ export function parseCommandLine<const O extends ParseArgsOptionsConfig, const P
     return parseArgs({ args: argv, options: spec.options, allowPositionals: (spec.allowPositionals ?? false) as P, strict: true });
   } catch (err) {
     if (!(err instanceof Error) || !('code' in err) || typeof err.code !== 'string' || !err.code.startsWith('ERR_PARSE_ARGS')) throw err;
-    const hint = `(rollout ${spec.command} --help lists its options)`;
+    const invocation = spec.invocation ?? `rollout ${spec.command}`;
+    const hint = `(${invocation} --help lists its options)`;
     if (err.code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
       const given = /'(-[^'=]*)/.exec(err.message)?.[1] ?? '';
       const known = Object.entries(spec.options).flatMap(([name, o]) => [`--${name}`, ...(o.short ? [`-${o.short}`] : [])]);
@@ -47,7 +50,7 @@ export function parseCommandLine<const O extends ParseArgsOptionsConfig, const P
     }
     if (err.code === 'ERR_PARSE_ARGS_UNEXPECTED_POSITIONAL') {
       const arg = /'([^']*)'/.exec(err.message)?.[1] ?? '';
-      throw new UsageError(`unexpected argument ${JSON.stringify(arg)}: rollout ${spec.command} takes none ${hint}`);
+      throw new UsageError(`unexpected argument ${JSON.stringify(arg)}: ${invocation} takes none ${hint}`);
     }
     throw new UsageError(`${err.message} ${hint}`);
   }

@@ -18,7 +18,7 @@ import { exportBatch } from '../export/exportBatch.js';
 import { submitBatch } from '../submitBatch.js';
 import { runTrainerStep, TrainerStepError, type TrainerStepReport } from '../training/trainerStep.js';
 import { syncAdapter, WeightSyncError } from '../training/weightSync.js';
-import { parseCommandLine } from '../cli/commandLine.js';
+import { HelpRequested, parseCommandLine } from '../cli/commandLine.js';
 import { expandTaskDirs } from '../cli/cliSettings.js';
 import { UsageError } from '../cli/usageError.js';
 import { interruptedExitCode, untilAborted, watchInterrupts } from '../stopping/interrupt.js';
@@ -50,10 +50,10 @@ interface BatchRow {
   note?: string;
 }
 
-function positive(text: string | undefined, name: string, fallback: number): number {
+function positive(text: string | undefined, name: string, fallback: number, integer = true): number {
   if (text === undefined) return fallback;
   const n = Number(text);
-  if (!(n > 0)) throw new UsageError(`--${name} must be a positive number, got ${JSON.stringify(text)}`);
+  if (!(n > 0) || (integer && !Number.isInteger(n))) throw new UsageError(`--${name} must be a positive ${integer ? 'integer' : 'number'}, got ${JSON.stringify(text)}`);
   return n;
 }
 
@@ -77,12 +77,13 @@ const HEADER = 'version mean reward   valid exported  k3 KL  mean|d|  rollouts s
 async function main(argv: string[]): Promise<number> {
   const { values } = parseCommandLine(argv, {
     command: 'demo:train',
+    invocation: 'npm run demo:train --',
     usage,
     options: { tasks: { type: 'string', multiple: true }, steps: { type: 'string' }, 'group-size': { type: 'string' }, lr: { type: 'string' }, 'max-turns': { type: 'string' }, 'max-tokens': { type: 'string' } },
   });
   const steps = positive(values.steps, 'steps', 3);
   const groupSize = positive(values['group-size'], 'group-size', 8);
-  const lr = positive(values.lr, 'lr', 1e-3);
+  const lr = positive(values.lr, 'lr', 1e-3, false);
   const maxTurns = positive(values['max-turns'], 'max-turns', 4);
   const maxTokens = positive(values['max-tokens'], 'max-tokens', 256);
   const tasks = expandTaskDirs(values.tasks ?? ['examples/tasks/write-greeting']);
@@ -139,7 +140,8 @@ async function main(argv: string[]): Promise<number> {
       for await (const g of untilAborted(batch.results(), stopped)) groups.push(g);
       if (stopped.aborted) break;
       const rolloutsS = (performance.now() - started) / 1000;
-      const rewards = groups.flatMap((g) => g.rollouts.map((r) => r.reward ?? 0));
+      // Masked rollouts (an infra failure past its retries) have no reward and are not averaged in.
+      const rewards = groups.flatMap((g) => g.rollouts.flatMap((r) => (r.reward === null ? [] : [r.reward])));
       const samplesFile = join(runDir, `batch-${k}.jsonl`);
       const exported = await exportBatch(opened.client, pipeline.store, batchId, samplesFile);
       const row: BatchRow = { version, meanReward: rewards.reduce((a, b) => a + b, 0) / Math.max(1, rewards.length), valid: groups.reduce((n, g) => n + g.validCount, 0), rollouts: rewards.length, exported: exported.exported, rolloutsS };
@@ -189,6 +191,10 @@ async function main(argv: string[]): Promise<number> {
 main(process.argv.slice(2)).then(
   (code) => process.exit(code),
   (err: unknown) => {
+    if (err instanceof HelpRequested) {
+      process.stdout.write(`${err.usage}\n`);
+      process.exit(0);
+    }
     process.stderr.write(`demo:train: ${err instanceof UsageError ? err.message : err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
     process.exit(err instanceof UsageError ? 2 : 1);
   },
