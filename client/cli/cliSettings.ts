@@ -9,6 +9,14 @@ import type { ToolCallParserName } from '../../shared/tools.js';
 import { UsageError } from './usageError.js';
 
 /** The task queues a `--queue-prefix P` names: P for workflows, P-policy for policy calls; the defaults without one. */
+/** An option's whole number >= 1, or `fallback` when absent; anything else is a UsageError naming the option. */
+export function positiveInt(name: string, value: string | undefined, fallback: number): number {
+  if (value === undefined) return fallback;
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new UsageError(`--${name} must be a positive integer, got ${JSON.stringify(value)}`);
+  return n;
+}
+
 export function taskQueuesFor(prefix: string | undefined): { main: string; policy: string } | undefined {
   if (prefix === undefined) return undefined;
   if (!/^[A-Za-z0-9._-]+$/.test(prefix)) throw new UsageError(`--queue-prefix ${JSON.stringify(prefix)}: use letters, digits, '.', '_' and '-'`);

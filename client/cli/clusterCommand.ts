@@ -7,7 +7,7 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Connection } from '@temporalio/client';
 import { CLUSTER_STATE_FILE, LocalTemporalCluster, type ClusterState } from '../../cluster/localCluster.js';
-import { dataDir } from './cliSettings.js';
+import { dataDir, positiveInt } from './cliSettings.js';
 import { HelpRequested, parseCommandLine, wantsHelp } from './commandLine.js';
 import { UsageError } from './usageError.js';
 
@@ -27,13 +27,6 @@ rollout cluster down [--dir DIR] [--purge]
           --port N              the frontend's gRPC port (default 7233)
   status  each process: address, pid, whether it answers
   down    stops the \`up\` of DIR; --purge also deletes DIR (the database with it)`;
-
-function positiveInt(name: string, value: string | undefined, fallback: number): number {
-  if (value === undefined) return fallback;
-  const n = Number(value);
-  if (!Number.isInteger(n) || n < 1) throw new UsageError(`--${name} must be a positive integer, got ${JSON.stringify(value)}`);
-  return n;
-}
 
 function clusterDir(flag: string | undefined, dataDirFlag: string | undefined): string {
   return flag ?? join(dataDir(dataDirFlag), 'cluster');

@@ -19,7 +19,7 @@ import { submitBatch } from '../submitBatch.js';
 import { runTrainerStep, TrainerStepError, type TrainerStepReport } from '../training/trainerStep.js';
 import { syncAdapter, WeightSyncError } from '../training/weightSync.js';
 import { HelpRequested, parseCommandLine } from '../cli/commandLine.js';
-import { expandTaskDirs } from '../cli/cliSettings.js';
+import { expandTaskDirs, positiveInt } from '../cli/cliSettings.js';
 import { UsageError } from '../cli/usageError.js';
 import { interruptedExitCode, untilAborted, watchInterrupts } from '../stopping/interrupt.js';
 import type { GroupResult, PolicyConfig } from '../../shared/pipeline.js';
@@ -50,13 +50,6 @@ interface BatchRow {
   note?: string;
 }
 
-function positive(text: string | undefined, name: string, fallback: number, integer = true): number {
-  if (text === undefined) return fallback;
-  const n = Number(text);
-  if (!(n > 0) || (integer && !Number.isInteger(n))) throw new UsageError(`--${name} must be a positive ${integer ? 'integer' : 'number'}, got ${JSON.stringify(text)}`);
-  return n;
-}
-
 function formatRow(r: BatchRow): string {
   const m = r.step?.mismatch;
   return [
@@ -81,11 +74,12 @@ async function main(argv: string[]): Promise<number> {
     usage,
     options: { tasks: { type: 'string', multiple: true }, steps: { type: 'string' }, 'group-size': { type: 'string' }, lr: { type: 'string' }, 'max-turns': { type: 'string' }, 'max-tokens': { type: 'string' } },
   });
-  const steps = positive(values.steps, 'steps', 3);
-  const groupSize = positive(values['group-size'], 'group-size', 8);
-  const lr = positive(values.lr, 'lr', 1e-3, false);
-  const maxTurns = positive(values['max-turns'], 'max-turns', 4);
-  const maxTokens = positive(values['max-tokens'], 'max-tokens', 256);
+  const steps = positiveInt('steps', values.steps, 3);
+  const groupSize = positiveInt('group-size', values['group-size'], 8);
+  const lr = values.lr === undefined ? 1e-3 : Number(values.lr);
+  if (!(lr > 0)) throw new UsageError(`--lr must be a positive number, got ${JSON.stringify(values.lr)}`);
+  const maxTurns = positiveInt('max-turns', values['max-turns'], 4);
+  const maxTokens = positiveInt('max-tokens', values['max-tokens'], 256);
   const tasks = expandTaskDirs(values.tasks ?? ['examples/tasks/write-greeting']);
   const setup = llamaSetupFromEnv();
   const trainPython = process.env.ROLLOUT_TRAIN_PYTHON;
