@@ -22,6 +22,7 @@ import { attributeSandboxLoss, attributeVerifyFailure } from './attribution/attr
 import { VerifierControls } from './attribution/verifierControl.js';
 import { executeToolCall } from './agent/executeTool.js';
 import { withHeartbeats } from './heartbeats.js';
+import { watchHost } from './watchHost.js';
 import { pipelineMetrics, type PipelineMetrics } from './pipelineMetrics.js';
 import { parseToolCall, summarizeToolCall } from './agent/toolArguments.js';
 import { pipelineVersion } from './pipelineVersion.js';
@@ -71,6 +72,8 @@ export interface ProvisionOutput {
   enforcedLimits: EnforcedLimits;
   provisionMs: number;
   agentTimeoutSec: number;
+  /** The task's [verifier].timeout_sec (absent from provisions recorded before it was returned). */
+  verifierTimeoutSec?: number;
   workdir: string;
   experiment: ExperimentRecord;
 }
@@ -394,6 +397,7 @@ export function createActivities(deps: ActivityDeps) {
         enforcedLimits,
         provisionMs,
         agentTimeoutSec,
+        verifierTimeoutSec: task.verifierTimeoutSec,
         workdir: handle.workdir,
         experiment: {
           taskId: task.id,
@@ -471,6 +475,8 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     teardownSandbox: (input: TeardownInput): Promise<TeardownReport & { teardownMs: number }> => teardownSandbox(input),
+
+    watchHost,
   };
 }
 

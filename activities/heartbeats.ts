@@ -16,6 +16,9 @@ export async function withHeartbeats<T>(work: (signal: AbortSignal | undefined) 
   } catch {
     return work(undefined); // not inside an activity (the CLI's replay, a unit test)
   }
+  // A local activity has no heartbeat (its workflow task's timeout notices a dead worker); core would
+  // refuse each one with a warning.
+  if (context.info.isLocal) return work(context.cancellationSignal);
   context.heartbeat();
   const timer = setInterval(() => context.heartbeat(), HEARTBEAT_EVERY_MS);
   try {

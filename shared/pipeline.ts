@@ -221,6 +221,15 @@ export const GroupInputSchema = z
      */
     policyCalls: z.enum(['queue', 'local']).default('queue'),
     /**
+     * Where an attempt's agent loop runs once its sandbox is provisioned. `workflow`: in the rollout
+     * workflow, each policy call and tool call a task on its queue. `host`: in an attempt workflow on the
+     * sandbox's host (a child of the rollout, on the host's task queue), every policy call, tool call,
+     * the verdict and the teardown a local activity there (a marker with its summary in the attempt's
+     * history): 7 server round trips for a 5-turn rollout instead of 15-29. The policy call then runs on
+     * the host's worker (as with policyCalls 'local', no policy-queue rate limit).
+     */
+    attemptOn: z.enum(['workflow', 'host']).default('workflow'),
+    /**
      * What every sandbox of the group may reach, instead of what the task's format gives it (Harbor: the
      * internet unless task.toml says otherwise): `none` (own loopback) or `public` (the internet through
      * user-mode networking, private ranges closed). Unset: the task decides. In the experiment record either way.

@@ -2,7 +2,8 @@
  * The three workers one pipeline process runs, sharing one connection:
  *   main:   workflows (rolloutGroup, rollout) and sandbox provisioning
  *   host:   this machine's own queue, for everything that touches its sandboxes
- *           (tool calls, verify, teardown), so calls reach the host holding the sandbox
+ *           (tool calls, verify, teardown), so calls reach the host holding the sandbox;
+ *           and the attempt workflows of groups that run attempts on their host
  *   policy: policy (LLM) calls, rate limited per second across all workers
  */
 import { join } from 'node:path';
@@ -38,6 +39,12 @@ export const DEFAULT_SLOTS = {
    * with policyRatePerSecond, not with this.
    */
   policyCalls: 1000,
+  /**
+   * Attempts running on this host at once (group.attemptOn 'host'): each holds a workflow task slot,
+   * a cache entry and a host-watch activity slot of the host's worker while it runs its local
+   * activities. Past it, provisioned attempts wait for the host's worker.
+   */
+  attemptsOnHost: 1000,
 } as const;
 
 export interface PipelineWorkerOptions extends ActivityDeps {
@@ -56,6 +63,8 @@ export interface PipelineWorkerOptions extends ActivityDeps {
   policyRatePerSecond?: number;
   maxConcurrentPolicyCalls?: number;
   maxConcurrentToolCalls?: number;
+  /** Attempts running on this host at once (group.attemptOn 'host'; default DEFAULT_SLOTS.attemptsOnHost). */
+  maxConcurrentAttemptsOnHost?: number;
   maxConcurrentWorkflowTasks?: number;
   /** Sandbox provisions at once on the main worker (its activity slots). */
   maxConcurrentProvisions?: number;
@@ -118,6 +127,7 @@ export async function createPipelineWorkers(options: PipelineWorkerOptions): Pro
   const provisionSlots = options.maxConcurrentProvisions ?? DEFAULT_SLOTS.provisions;
   const toolSlots = options.maxConcurrentToolCalls ?? DEFAULT_SLOTS.toolCalls;
   const policySlots = options.maxConcurrentPolicyCalls ?? DEFAULT_SLOTS.policyCalls;
+  const attemptSlots = options.maxConcurrentAttemptsOnHost ?? DEFAULT_SLOTS.attemptsOnHost;
 
   const roles = new Set(options.roles ?? WORKER_ROLES);
   const byQueue: PipelineWorkers['byQueue'] = {};
@@ -154,8 +164,24 @@ export async function createPipelineWorkers(options: PipelineWorkerOptions): Pro
       ...common,
       taskQueue: hostTaskQueue(options.host),
       ...(options.build ? { workerDeploymentOptions: unversionedDeployment(options.build) } : {}),
-      activities: { runTool: activities.runTool, runTools: activities.runTools, verifyAttempt: activities.verifyAttempt, verifyThenTeardown: activities.verifyThenTeardown, teardownSandbox: activities.teardownSandbox, reapSandboxes: activities.reapSandboxes },
-      maxConcurrentActivityTaskExecutions: toolSlots,
+      // The attempt workflows of groups with attemptOn 'host' run here too (unversioned: any build serves
+      // its own host); their policy calls, tool calls, verdicts and teardowns are local activities.
+      workflowBundle: options.workflowBundle ?? (await bundlePipelineWorkflows()),
+      maxConcurrentWorkflowTaskExecutions: attemptSlots,
+      maxCachedWorkflows: attemptSlots,
+      maxConcurrentLocalActivityExecutions: toolSlots,
+      activities: {
+        runTool: activities.runTool,
+        runTools: activities.runTools,
+        verifyAttempt: activities.verifyAttempt,
+        verifyThenTeardown: activities.verifyThenTeardown,
+        teardownSandbox: activities.teardownSandbox,
+        reapSandboxes: activities.reapSandboxes,
+        watchHost: activities.watchHost,
+        policyStep: activities.policyStep,
+      },
+      // Tool calls of attempts that run in a rollout workflow, and one host watch per attempt running here.
+      maxConcurrentActivityTaskExecutions: toolSlots + attemptSlots,
       ...activityPolls(toolSlots),
     });
   }

@@ -13,6 +13,11 @@ export interface RolloutProgress {
   reward: number | null;
   /** The attempts that have ended so far, with their failures (absent from rollouts run by older workers). */
   attemptHistory?: AttemptSummary[];
+  /**
+   * The attempt workflow running the current attempt on its sandbox's host (group.attemptOn 'host'):
+   * its own rolloutProgress query has the turn and the last action.
+   */
+  attemptWorkflowId?: string;
 }
 
 export interface GroupProgress {

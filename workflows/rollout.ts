@@ -7,92 +7,34 @@
  *   verify -> reward            (on the sandbox's host)
  *   teardown                    (on the sandbox's host, nonCancellable, in finally)
  *
+ * With group.attemptOn 'host' the agent loop, verify and teardown run instead in an attempt
+ * workflow on the sandbox's host (workflows/attempt/rolloutAttempt.ts), each call a local
+ * activity there: about a quarter of the server round trips per rollout.
+ *
  * Model failures (max turns, time budget, malformed calls, context overflow)
  * end the agent loop but are still verified and scored. Infra failures end
  * the attempt; a new one starts on a fresh sandbox until retries run out.
  */
-import { CancellationScope, isCancellation, log, metricMeter, patched, proxyActivities, proxyLocalActivities, setCurrentDetails, setHandler, sleep, upsertSearchAttributes, workflowInfo, type ActivityOptions, type LocalActivityOptions } from '@temporalio/workflow';
-import type { PipelineActivities, ProvisionOutput, VerifyOutput } from '../activities/createActivities.js';
+import { ApplicationFailure, CancellationScope, ChildWorkflowFailure, getExternalWorkflowHandle, isCancellation, log, metricMeter, patched, setCurrentDetails, setHandler, sleep, TimeoutFailure, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { AttemptSummary, ExperimentRecord, OutcomeClass, RolloutInput, RolloutResult, StageTimings } from '../shared/pipeline.js';
-import { NEVER_RETRIED } from '../shared/failures.js';
 import { METRIC } from '../shared/metricNames.js';
 import { trajectoryRefOf } from '../shared/names.js';
 import { ROLLOUT_ATTEMPTS, ROLLOUT_OUTCOME, ROLLOUT_OUTCOME_CLASS, ROLLOUT_REWARD } from '../shared/searchAttributes.js';
-import { classifyFailure, hostUnreachable, type Classified } from './classifyFailure.js';
-import type { TokenIntegrity } from '../shared/tokens.js';
-import { toolCallsSummary } from './toolCallsSummary.js';
+import { classifyFailure, hostUnreachable } from './classifyFailure.js';
 import { HEARTBEAT_TIMEOUT } from './heartbeatTimeout.js';
 import { cancelRolloutUpdate, policyVersionSignal, rolloutProgressQuery, type RolloutProgress } from './definitions.js';
-
-/** Failures that retrying the same activity cannot fix: every model and task type, and these infra ones. */
-const NON_RETRYABLE = [
-  ...NEVER_RETRIED,
-  'infra/sandbox_lost',
-  'infra/capability_missing',
-  'infra/provision_failed',
-  'infra/provision_timeout',
-  'infra/verifier_crashed',
-  'infra/verifier_timeout',
-];
-
-const MALFORMED_TURNS_ALLOWED = 3;
-/** Tool and verify activities heartbeat every 2 s; this long without one means their worker is gone. */
+import { freshAttemptState, runAgentThenVerify, StaleRestart, type AttemptOutcome, type AttemptState } from './attempt/agentLoop.js';
+import { runAttemptOnHost } from './attempt/attemptOnHost.js';
+import { isAttemptFailureDetails, STALE_RESTART_FAILURE, type AttemptFailureDetails, type AttemptResult, type AttemptTimings } from './attempt/attemptWorkflow.js';
+import { activity, localActivity } from './attempt/callActivity.js';
+import { hostActivities } from './attempt/hostCalls.js';
+import { POLICY_RETRY } from './attempt/nonRetryable.js';
 
 /** Thrown instead of starting an attempt once an operator cancelled the rollout. */
 class CancelledByOperator extends Error {}
 
-/** Ends an attempt whose turns fell too far behind the policy version (staleness.onStale restart). */
-class StaleRestart extends Error {}
-
 /** Restarts for staleness per rollout; past this the rollout goes on and is tagged stale. */
 const MAX_STALE_RESTARTS = 5;
-
-interface AttemptOutcome {
-  reward: number;
-  outcomeClass: Extract<OutcomeClass, 'ok' | 'model'>;
-  outcomeType: string;
-  message: string;
-  turns: number;
-}
-
-/**
- * One activity of the pipeline with fixed options, called with a one-line
- * summary that the Temporal UI shows for that call (`turn 7: bash: pytest -x`).
- */
-type Activities = PipelineActivities;
-type ActivityName = Exclude<keyof Activities, symbol>;
-
-function activity<K extends ActivityName>(name: K, options: ActivityOptions): (summary: string, ...args: Parameters<Activities[K]>) => Promise<Awaited<ReturnType<Activities[K]>>> {
-  const fn = proxyActivities<Activities>(options)[name] as unknown as {
-    executeWithOptions(options: ActivityOptions, args: Parameters<Activities[K]>): Promise<Awaited<ReturnType<Activities[K]>>>;
-  };
-  return (summary, ...args) => fn.executeWithOptions({ ...options, summary }, args);
-}
-
-/** The same as `activity`, run as a local activity of this workflow's worker (a marker in the history, with its summary). */
-function localActivity<K extends ActivityName>(name: K, options: LocalActivityOptions): (summary: string, ...args: Parameters<Activities[K]>) => Promise<Awaited<ReturnType<Activities[K]>>> {
-  const fn = proxyLocalActivities<Activities>(options)[name] as unknown as {
-    executeWithOptions(options: LocalActivityOptions, args: Parameters<Activities[K]>): Promise<Awaited<ReturnType<Activities[K]>>>;
-  };
-  return (summary, ...args) => fn.executeWithOptions({ ...options, summary }, args);
-}
-
-function hostActivities(p: ProvisionOutput, commandTimeoutSec: number) {
-  const onHost = { taskQueue: p.hostQueue, scheduleToStartTimeout: '1 minute' } as const;
-  return {
-    // Both heartbeat every 2 s: a worker that dies mid-command is noticed after HEARTBEAT_TIMEOUT, and the
-    // call is retried on this host's queue (a restarted worker re-attaches to the surviving sandbox).
-    tool: activity('runTool', { ...onHost, startToCloseTimeout: `${Math.ceil(commandTimeoutSec) + 60} seconds`, heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { maximumAttempts: 3, nonRetryableErrorTypes: NON_RETRYABLE } }),
-    // A turn's tool calls in one activity: each call's command may take up to its timeout.
-    tools: (calls: number) => activity('runTools', { ...onHost, startToCloseTimeout: `${(Math.ceil(commandTimeoutSec) + 5) * calls + 60} seconds`, heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { maximumAttempts: 3, nonRetryableErrorTypes: NON_RETRYABLE } }),
-    verify: activity('verifyAttempt', { ...onHost, startToCloseTimeout: '30 minutes', heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { maximumAttempts: 2, nonRetryableErrorTypes: NON_RETRYABLE } }),
-    // The verdict and the teardown after it in one activity (one round trip fewer); 2 minutes more for the teardown.
-    verifyThenTeardown: activity('verifyThenTeardown', { ...onHost, startToCloseTimeout: '32 minutes', heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { maximumAttempts: 2, nonRetryableErrorTypes: NON_RETRYABLE } }),
-    // Heartbeats too: a teardown started by a worker that then died is retried after HEARTBEAT_TIMEOUT
-    // (a cancelled run's next start waits for it), not after the whole 2 minutes.
-    teardown: activity('teardownSandbox', { ...onHost, startToCloseTimeout: '2 minutes', heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { maximumAttempts: 5, initialInterval: '1 second' } }),
-  };
-}
 
 export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   const { group, index } = input;
@@ -105,12 +47,22 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   // Async RL: the group tells its rollouts when the policy version advances; every turn records the version it ran under.
   let policyVersion = input.policyVersion ?? group.policyVersion ?? 0;
   setHandler(policyVersionSignal, (version) => {
-    if (version > policyVersion) policyVersion = version;
+    if (version <= policyVersion) return;
+    policyVersion = version;
+    // An attempt running on its sandbox's host records its turns' versions itself: pass the news on.
+    if (attemptChildId !== null) {
+      const child = attemptChildId;
+      getExternalWorkflowHandle(child)
+        .signal(policyVersionSignal, version)
+        .catch((err: unknown) => log.warn('could not pass the policy version on to the attempt', { attempt: child, version, error: String(err) }));
+    }
   });
   const staleness = group.staleness ?? { onStale: 'keep' as const };
   let staleRestarts = 0;
-  let attemptVersions: number[] = [];
-  let tokenIntegrity: TokenIntegrity = { status: 'missing', attempt: 0, turns: 0, reason: 'the attempt has no policy turns' };
+  /** The running (or last) attempt's turn versions, token integrity and whether its sandbox is torn down. */
+  let attemptState: AttemptState = freshAttemptState(0);
+  /** The attempt workflow running on the sandbox's host (group.attemptOn 'host'), told of new policy versions. */
+  let attemptChildId: string | null = null;
 
   // An operator's cancel stops the running attempt (its scope), never the teardown.
   let cancelReason: string | null = null;
@@ -142,8 +94,8 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
     // A failed provision is an infra failure of the attempt; the attempt loop retries on a fresh sandbox.
     retry: { maximumAttempts: 1 },
   });
-  // An unavailable endpoint (5xx, 429, refused, timeout) is waited out here, never shown to the model.
-  const policyRetry = { initialInterval: '1 second', backoffCoefficient: 2, maximumInterval: '15 seconds', maximumAttempts: 20, nonRetryableErrorTypes: NON_RETRYABLE };
+  // An unavailable endpoint (5xx, 429, refused, timeout) is waited out, never shown to the model.
+  const policyRetry = POLICY_RETRY;
   // group.policyCalls 'local': the call runs in this workflow's worker, a marker instead of an activity
   // task and the workflow task that follows it. A worker that dies mid-call is noticed when the workflow
   // task times out; the next worker asks again, or returns the answer if it was recorded (policyStep).
@@ -166,7 +118,8 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   /** Live details the Temporal UI shows while the rollout runs. */
   const showProgress = (): void => {
     const action = progress.lastAction ? ` · ${progress.lastAction}` : '';
-    setCurrentDetails(`**${progress.stage}** · attempt ${progress.attempt + 1} · turn ${progress.turn}${action}`);
+    const where = progress.attemptWorkflowId ? ` · on its host: ${progress.attemptWorkflowId}` : '';
+    setCurrentDetails(`**${progress.stage}** · attempt ${progress.attempt + 1} · turn ${progress.turn}${action}${where}`);
   };
 
   // Replay-safe metrics (not emitted while a history is replayed), served by the worker's Prometheus endpoint.
@@ -178,13 +131,18 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   const startedAt = Date.now();
   let experiment: ExperimentRecord | null = null;
   let totalTurns = 0;
+  const addTimings = (t: AttemptTimings): void => {
+    timings.agentMs += t.agentMs;
+    timings.verifyMs += t.verifyMs;
+    timings.teardownMs += t.teardownMs;
+  };
 
   async function runAttempt(attempt: number): Promise<AttemptOutcome> {
     progress.stage = 'provisioning';
     progress.attempt = attempt;
     progress.turn = 0;
-    attemptVersions = [];
-    tokenIntegrity = { status: 'missing', attempt, turns: 0, reason: 'the attempt has no policy turns' };
+    delete progress.attemptWorkflowId;
+    attemptState = freshAttemptState(attempt);
     showProgress();
     const p = await provisionSandbox(`provision ${attempt === 0 ? '' : 'fresh '}local sandbox (attempt ${attempt + 1})`, { group, workflowId: info.workflowId, runId: info.runId, index, attempt, trajectoryRef });
     timings.provisionMs += p.provisionMs;
@@ -196,130 +154,72 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
     experiment = { ...p.experiment, workerBuild: version?.deploymentName ? { deploymentName: version.deploymentName, buildId: version.buildId } : null };
     const host = hostActivities(p, group.limits.commandTimeoutSec);
     let hostGone = false;
-    let tornDown = false;
+    const state = attemptState;
+    const mayRestartStale = staleRestarts < MAX_STALE_RESTARTS;
 
     try {
-      // ---- agent loop: the policy proposes tool calls, the sandbox runs them ----
-      progress.stage = 'agent';
-      showProgress();
-      const agentStart = Date.now();
-      const budgetMs = p.agentTimeoutSec * 1000;
-      let modelFailure: Classified | null = null;
-      let malformedStreak = 0;
-      let turn = 0;
-      for (;;) {
-        if (turn >= group.limits.maxTurns) {
-          modelFailure = { failureClass: 'model', type: 'max_turns', message: `no submit after ${group.limits.maxTurns} turns (limits.maxTurns)` };
-          break;
-        }
-        if (Date.now() - agentStart >= budgetMs) {
-          modelFailure = { failureClass: 'model', type: 'agent_timeout', message: `agent time budget of ${p.agentTimeoutSec} s used up` };
-          break;
-        }
-        const oldest = attemptVersions.length > 0 ? Math.min(...attemptVersions) : policyVersion;
-        if (staleness.onStale === 'restart' && staleness.maxStaleness !== undefined && policyVersion - oldest > staleness.maxStaleness && staleRestarts < MAX_STALE_RESTARTS) {
-          throw new StaleRestart(`policy version ${policyVersion} is ${policyVersion - oldest} ahead of this attempt's oldest turn (version ${oldest}), past maxStaleness ${staleness.maxStaleness}: restarted at version ${policyVersion}`);
-        }
-        const version = policyVersion;
-        let step;
+      // group.attemptOn 'host': the attempt runs as a workflow on the sandbox's host, its calls local there.
+      if (group.attemptOn === 'host' && patched('attempt-as-child-on-host-queue')) {
+        progress.stage = 'agent';
+        showProgress();
+        let done: AttemptResult;
         try {
-          step = await policyStep(`turn ${turn}: policy ${policyName}`, { policy: group.policy, task: group.task, trajectoryRef, rolloutIndex: index, attempt, turn, policyVersion: version });
-        } catch (err) {
-          const c = classifyFailure(err);
-          if (c.failureClass === 'model') {
-            modelFailure = c;
-            break;
-          }
-          throw err;
-        }
-        // The version the turn's answer was sampled under (a retry returns an answer recorded under an earlier one).
-        attemptVersions.push(step.policyVersion ?? version);
-        const tokens = step.tokens ?? { status: 'missing' as const, reason: 'the worker that ran this turn does not capture tokens' };
-        const firstProblem = tokenIntegrity.turns > 0 && tokenIntegrity.status !== 'ok';
-        tokenIntegrity = firstProblem
-          ? { ...tokenIntegrity, turns: turn + 1 }
-          : tokens.status === 'ok'
-            ? { status: 'ok', attempt, turns: turn + 1 }
-            : { status: tokens.status, attempt, turns: turn + 1, turn, ...(tokens.position !== undefined ? { position: tokens.position } : {}), reason: tokens.reason ?? '' };
-        const runnable = step.calls.flatMap((call, callIndex) => (call.name === 'submit' && !call.malformed ? [] : [{ ...call, callIndex }]));
-        // Rollouts started before this step existed replay with one activity per call (patched() is false for them).
-        if (runnable.length > 1 && patched('tool-calls-of-a-turn-in-one-activity')) {
-          const remainingMs = budgetMs - (Date.now() - agentStart);
-          if (remainingMs > 0) {
-            progress.lastAction = `turn ${turn}: ${runnable.map((c) => c.summary).join(' · ')}`;
+          done = await runAttemptOnHost({ group, index, attempt, trajectoryRef, sandbox: p, policyVersion, mayRestartStale, rolloutWorkflowId: info.workflowId }, (childId) => {
+            attemptChildId = childId;
+            progress.attemptWorkflowId = childId;
             showProgress();
-            // The Temporal UI shows every call of the turn: their summaries here, each call's result in the activity's result.
-            await host.tools(runnable.length)(toolCallsSummary(turn, runnable.map((c) => c.summary)), {
-              handle: p.handle,
-              trajectoryRef,
-              attempt,
-              turn,
-              callIndexes: runnable.map((c) => c.callIndex),
-              workdir: p.workdir,
-              commandTimeoutSec: group.limits.commandTimeoutSec,
-              maxOutputBytes: group.limits.maxOutputBytes,
-              remainingMs,
-            });
-          }
-        } else for (const [callIndex, call] of step.calls.entries()) {
-          if (call.name === 'submit' && !call.malformed) continue;
-          const remainingMs = budgetMs - (Date.now() - agentStart);
-          if (remainingMs <= 0) break;
-          progress.lastAction = `turn ${turn}: ${call.summary}`;
-          showProgress();
-          await host.tool(progress.lastAction, {
-            handle: p.handle,
-            trajectoryRef,
-            attempt,
-            turn,
-            callIndex,
-            workdir: p.workdir,
-            commandTimeoutSec: group.limits.commandTimeoutSec,
-            maxOutputBytes: group.limits.maxOutputBytes,
-            remainingMs,
           });
+        } catch (err) {
+          const details = err instanceof ChildWorkflowFailure && err.cause instanceof ApplicationFailure ? attemptFailureDetails(err.cause) : undefined;
+          if (details) {
+            Object.assign(state, { attemptVersions: details.attemptVersions, tokenIntegrity: details.tokenIntegrity });
+            addTimings(details.timings);
+            progress.turn = details.turns;
+            totalTurns += details.loopTurns;
+          }
+          // An attempt workflow that ran to its end (failed or cancelled) tore its sandbox down; one that timed out,
+          // never started or whose host is gone did not (the rollout schedules the teardown then).
+          state.tornDown = err instanceof ChildWorkflowFailure && !(err.cause instanceof TimeoutFailure);
+          if (err instanceof ChildWorkflowFailure && err.cause instanceof ApplicationFailure && err.cause.type === STALE_RESTART_FAILURE) throw new StaleRestart(err.cause.message);
+          throw err;
+        } finally {
+          attemptChildId = null;
         }
-        malformedStreak = step.calls.length > 0 && step.calls.every((c) => c.malformed) ? malformedStreak + 1 : 0;
-        turn++;
-        progress.turn = turn;
-        if (step.submitted) break;
-        if (malformedStreak >= MALFORMED_TURNS_ALLOWED) {
-          modelFailure = { failureClass: 'model', type: 'malformed_tool_call', message: `${MALFORMED_TURNS_ALLOWED} turns in a row with only malformed tool calls` };
-          break;
-        }
+        Object.assign(state, { attemptVersions: done.attemptVersions, tokenIntegrity: done.tokenIntegrity, tornDown: true });
+        addTimings(done.timings);
+        totalTurns += done.outcome.turns;
+        progress.turn = done.outcome.turns;
+        progress.reward = done.outcome.reward;
+        return done.outcome;
       }
-      timings.agentMs += Date.now() - agentStart;
-      totalTurns += turn;
-
-      // ---- verify: the final state is scored, whatever ended the loop ----
-      progress.stage = 'verifying';
-      showProgress();
-      const verifyInput = { handle: p.handle, group, index, attempt, trajectoryRef };
-      // Rollouts started before the two were one activity replay with verify and teardown apart.
-      let verified: VerifyOutput;
-      if (patched('verify-then-teardown-in-one-activity')) {
-        const out = await host.verifyThenTeardown(`verify (${group.verifyMode}), then teardown sandbox ${p.handle.id}`, verifyInput);
-        if (out.teardown.done) {
-          tornDown = true;
-          timings.teardownMs += out.teardown.teardownMs;
-        } else log.warn('teardown after the verdict failed; the workflow tears down', { sandbox: p.handle.id, error: out.teardown.error });
-        verified = out;
-      } else verified = await host.verify(`verify (${group.verifyMode})`, verifyInput);
-      timings.verifyMs += verified.verifyMs;
-      progress.reward = verified.reward;
-      return {
-        reward: verified.reward,
-        outcomeClass: modelFailure ? 'model' : 'ok',
-        outcomeType: modelFailure?.type ?? 'submitted',
-        message: modelFailure?.message ?? '',
-        turns: turn,
-      };
+      return await runAgentThenVerify({
+        group,
+        index,
+        attempt,
+        trajectoryRef,
+        sandbox: p,
+        policyName,
+        policyStep,
+        host,
+        policyVersion: () => policyVersion,
+        staleRestartReason: (oldest) =>
+          staleness.onStale === 'restart' && staleness.maxStaleness !== undefined && policyVersion - oldest > staleness.maxStaleness && mayRestartStale
+            ? `policy version ${policyVersion} is ${policyVersion - oldest} ahead of this attempt's oldest turn (version ${oldest}), past maxStaleness ${staleness.maxStaleness}: restarted at version ${policyVersion}`
+            : null,
+        progress,
+        showProgress,
+        timings,
+        onTurnsDone: (turns) => {
+          totalTurns += turns;
+        },
+        state,
+      });
     } catch (err) {
       hostGone = hostUnreachable(err);
       throw err;
     } finally {
       // ---- teardown: always, even when the rollout is cancelled (unless it followed the verdict) ----
-      if (!tornDown) await tearDown();
+      if (!state.tornDown) await tearDown();
     }
 
     async function tearDown(): Promise<void> {
@@ -436,9 +336,15 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
       timings,
       trajectoryRef,
       experiment,
-      tokenIntegrity,
-      policyVersions: attemptVersions,
+      tokenIntegrity: attemptState.tokenIntegrity,
+      policyVersions: attemptState.attemptVersions,
       ...(staleRestarts > 0 ? { staleRestarts } : {}),
     };
   }
+}
+
+/** What a failed attempt workflow had done (details[0] of its failure), if it says. */
+function attemptFailureDetails(failure: ApplicationFailure): AttemptFailureDetails | undefined {
+  const first: unknown = failure.details?.[0];
+  return isAttemptFailureDetails(first) ? first : undefined;
 }

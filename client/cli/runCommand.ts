@@ -46,6 +46,9 @@ export const runUsage = `rollout run --tasks DIR... [--group-size N] [--policy P
   --policy-calls queue|local  where each turn's policy call runs: an activity on the policy queue (default;
                             --policy-rate limits it) or a local activity of the rollout's workflow (10 server
                             round trips fewer per 5-turn rollout); docs/inference-server.md
+  --attempt-on workflow|host  where each attempt's agent loop runs: in the rollout workflow (default) or in an
+                            attempt workflow on its sandbox's host, every call a local activity there (7 server
+                            round trips per 5-turn rollout instead of 15-29); docs/benchmarks.md
   --out FILE     JSONL of rollouts (default <data-dir>/results/<batch>.jsonl)
   --embedded     start a local Temporal dev server and workers first (state in <data-dir>/temporal.sqlite)
   --stay         with --embedded: keep the server and its Web UI up until Ctrl-C
@@ -63,6 +66,11 @@ function int(name: string, value: string | undefined, fallback: number): number 
 function parsePolicyCalls(value: string | undefined): 'queue' | 'local' | undefined {
   if (value === undefined || value === 'queue' || value === 'local') return value;
   throw new UsageError(`--policy-calls is queue or local, got ${JSON.stringify(value)}`);
+}
+
+function parseAttemptOn(value: string | undefined): 'workflow' | 'host' | undefined {
+  if (value === undefined || value === 'workflow' || value === 'host') return value;
+  throw new UsageError(`--attempt-on is workflow or host, got ${JSON.stringify(value)}`);
 }
 
 function parseVerifyMode(value: string | undefined): 'in-place' | 'clean-room' | undefined {
@@ -102,6 +110,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       'min-valid': { type: 'string' },
       verify: { type: 'string' },
       'policy-calls': { type: 'string' },
+      'attempt-on': { type: 'string' },
       network: { type: 'string' },
       out: { type: 'string' },
       embedded: { type: 'boolean', default: false },
@@ -115,6 +124,7 @@ export async function runCommand(argv: string[]): Promise<number> {
   if (!values.tasks?.length) throw new UsageError(`--tasks is required\n${runUsage}`);
   const verify = parseVerifyMode(values.verify);
   const policyCalls = parsePolicyCalls(values['policy-calls']);
+  const attemptOn = parseAttemptOn(values['attempt-on']);
   let network: NetworkMode | undefined;
   try {
     network = values.network === undefined ? undefined : parseNetworkMode(values.network, '--network');
@@ -147,6 +157,7 @@ export async function runCommand(argv: string[]): Promise<number> {
     ...(values['max-turns'] ? { limits: { maxTurns: int('max-turns', values['max-turns'], 30) } } : {}),
     ...(verify ? { verifyMode: verify } : {}),
     ...(policyCalls ? { policyCalls } : {}),
+    ...(attemptOn ? { attemptOn } : {}),
     ...(network ? { network } : {}),
   };
 

@@ -93,6 +93,12 @@ export async function readRolloutState(client: Client, workflowId: string, addre
   };
   if (description.status.name === 'RUNNING') {
     state.progress = await handle.query(rolloutProgressQuery).catch(() => undefined);
+    // An attempt running on its sandbox's host (group.attemptOn 'host') knows its own turn and last action.
+    const attemptId = state.progress?.attemptWorkflowId;
+    if (state.progress && attemptId) {
+      const live = await client.workflow.getHandle(attemptId).query(rolloutProgressQuery).catch(() => undefined);
+      if (live) state.progress = { ...state.progress, stage: live.stage === 'done' ? state.progress.stage : live.stage, turn: live.turn, lastAction: live.lastAction };
+    }
   } else if (description.status.name === 'COMPLETED') {
     state.result = (await handle.result()) as RolloutResult;
     state.trajectoryRef = state.result.trajectoryRef;

@@ -23,13 +23,26 @@ const load = (name: string) => historyFromJSON(JSON.parse(readFileSync(join(dir,
 const files = readdirSync(dir).filter((f) => f.endsWith('.json')).sort();
 
 test('there is a recorded history for every workflow type, from the current code', () => {
-  for (const type of ['janitor', 'rollout', 'rolloutGroup']) assert.ok(files.includes(`${type}.json`), `${type}.json (npm run histories:record)`);
+  for (const type of ['janitor', 'rollout', 'rolloutGroup', 'rolloutAttempt']) assert.ok(files.includes(`${type}.json`), `${type}.json (npm run histories:record)`);
 });
+
+/**
+ * The workflow id to replay a history under: a rollout names its attempt workflows after its own id
+ * (`<rollout id>/attempt-<n>`), so a history that started one is replayed under the id it ran with.
+ */
+function workflowIdOf(file: string): string {
+  const history = load(file);
+  for (const event of history.events ?? []) {
+    const child = event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId;
+    if (child) return child.replace(/\/attempt-\d+$/, '');
+  }
+  return `recorded-${file}`;
+}
 
 for (const file of files) {
   test(`the recorded history ${file} replays against the current code`, { timeout: 120_000 }, async () => {
     // The bundle the workers use (built once per content, workers/workflowBundleCache.ts).
-    await Worker.runReplayHistory({ workflowBundle: await bundlePipelineWorkflows() }, load(file), `recorded-${file}`);
+    await Worker.runReplayHistory({ workflowBundle: await bundlePipelineWorkflows() }, load(file), workflowIdOf(file));
   });
 }
 

@@ -1,7 +1,7 @@
 /**
  * Records the histories the replay test checks every change against: one
- * rolloutGroup, one rollout (with a turn of two tool calls) and one janitor
- * run, from real runs on the dev server. Run after an intentional, versioned workflow change:
+ * rolloutGroup, one rollout (with a turn of two tool calls), one rollout whose attempt ran on its
+ * host with that attempt's workflow, and one janitor run, from real runs on the dev server. Run after an intentional, versioned workflow change:
  *   npm run histories:record
  */
 import { execFileSync } from 'node:child_process';
@@ -32,6 +32,9 @@ test('record workflow histories for the replay test', { timeout: 300_000 }, asyn
       taskQueues: h.taskQueues,
     });
     for await (const group of batch.results()) if (group.status !== 'complete') throw new Error(`group ${group.status}`);
+    // A rollout whose attempt runs on its sandbox's host (group.attemptOn 'host'): the rollout and its attempt workflow.
+    const onHost = await submitBatch(h.client, { batchId: `${batchId}-on-host`, tasks: [join(root, 'test/fixtures/tasks/two-file-solution')], groupSize: 1, minValid: 1, attemptOn: 'host', policy: { kind: 'scripted', script: 'oracle' }, taskQueues: h.taskQueues });
+    for await (const group of onHost.results()) if (group.status !== 'complete') throw new Error(`group ${group.status}`);
     const janitorId = `janitor-recorded-${Date.now()}`;
     await h.client.workflow.execute('janitor', { taskQueue: h.taskQueues.main, workflowId: janitorId, args: [{ hostQueue: hostTaskQueue(h.host) }] });
 
@@ -45,6 +48,8 @@ test('record workflow histories for the replay test', { timeout: 300_000 }, asyn
     save('rolloutGroup', `rollout/${batchId}/fix-median`);
     save('rollout', `rollout/${batchId}/two-file-solution/0`);
     save('janitor', janitorId);
+    save('rollout.attempt-on-host', `rollout/${batchId}-on-host/two-file-solution/0`);
+    save('rolloutAttempt', `rollout/${batchId}-on-host/two-file-solution/0/attempt-0`);
   } finally {
     await h.close();
   }

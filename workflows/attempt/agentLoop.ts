@@ -1,0 +1,185 @@
+/**
+ * The body of one attempt on a provisioned sandbox: the agent loop (the policy proposes tool calls,
+ * the sandbox runs them) and then the verdict, whatever ended the loop. The rollout workflow runs it
+ * itself, or an attempt workflow on the sandbox's host runs it (group.attemptOn 'host'); only the
+ * calls differ (tasks on queues, or local activities of the host's worker).
+ *
+ * Model failures (max turns, time budget, malformed calls, context overflow) end the loop but are
+ * still verified and scored; infra failures are thrown.
+ */
+import { log, patched } from '@temporalio/workflow';
+import type { ProvisionOutput, VerifyOutput } from '../../activities/createActivities.js';
+import type { OutcomeClass, RolloutInput, StageTimings } from '../../shared/pipeline.js';
+import type { TokenIntegrity } from '../../shared/tokens.js';
+import { classifyFailure, type Classified } from '../classifyFailure.js';
+import type { RolloutProgress } from '../definitions.js';
+import { toolCallsSummary } from '../toolCallsSummary.js';
+import type { SummarizedCall } from './callActivity.js';
+import type { HostCalls } from './hostCalls.js';
+
+const MALFORMED_TURNS_ALLOWED = 3;
+
+/** Ends an attempt whose turns fell too far behind the policy version (staleness.onStale restart). */
+export class StaleRestart extends Error {}
+
+export interface AttemptOutcome {
+  reward: number;
+  outcomeClass: Extract<OutcomeClass, 'ok' | 'model'>;
+  outcomeType: string;
+  message: string;
+  turns: number;
+}
+
+/** What the loop leaves behind, also when it throws: read by whoever reports the attempt. */
+export interface AttemptState {
+  /** The policy version of every turn so far, in order. */
+  attemptVersions: number[];
+  tokenIntegrity: TokenIntegrity;
+  /** The teardown followed the verdict in one call: nothing left to tear down. */
+  tornDown: boolean;
+}
+
+export interface AgentLoopInput {
+  group: RolloutInput['group'];
+  index: number;
+  attempt: number;
+  trajectoryRef: string;
+  sandbox: ProvisionOutput;
+  policyName: string;
+  policyStep: SummarizedCall<'policyStep'>;
+  host: HostCalls;
+  /** The policy version the next turn runs under (a signal may raise it between turns). */
+  policyVersion: () => number;
+  /** Why the attempt must restart at the current version, given its oldest turn's version; null to go on. */
+  staleRestartReason: (oldestVersion: number) => string | null;
+  progress: RolloutProgress;
+  showProgress: () => void;
+  /** Added to as the attempt goes (agentMs, verifyMs, teardownMs). */
+  timings: StageTimings;
+  /** Told the attempt's number of turns once its loop ended. */
+  onTurnsDone: (turns: number) => void;
+  state: AttemptState;
+}
+
+export function freshAttemptState(attempt: number): AttemptState {
+  return { attemptVersions: [], tokenIntegrity: { status: 'missing', attempt, turns: 0, reason: 'the attempt has no policy turns' }, tornDown: false };
+}
+
+export async function runAgentThenVerify(a: AgentLoopInput): Promise<AttemptOutcome> {
+  const { group, index, attempt, trajectoryRef, sandbox: p, progress, state, host, timings } = a;
+  // ---- agent loop: the policy proposes tool calls, the sandbox runs them ----
+  progress.stage = 'agent';
+  a.showProgress();
+  const agentStart = Date.now();
+  const budgetMs = p.agentTimeoutSec * 1000;
+  let modelFailure: Classified | null = null;
+  let malformedStreak = 0;
+  let turn = 0;
+  for (;;) {
+    if (turn >= group.limits.maxTurns) {
+      modelFailure = { failureClass: 'model', type: 'max_turns', message: `no submit after ${group.limits.maxTurns} turns (limits.maxTurns)` };
+      break;
+    }
+    if (Date.now() - agentStart >= budgetMs) {
+      modelFailure = { failureClass: 'model', type: 'agent_timeout', message: `agent time budget of ${p.agentTimeoutSec} s used up` };
+      break;
+    }
+    const oldest = state.attemptVersions.length > 0 ? Math.min(...state.attemptVersions) : a.policyVersion();
+    const stale = a.staleRestartReason(oldest);
+    if (stale !== null) throw new StaleRestart(stale);
+    const version = a.policyVersion();
+    let step;
+    try {
+      step = await a.policyStep(`turn ${turn}: policy ${a.policyName}`, { policy: group.policy, task: group.task, trajectoryRef, rolloutIndex: index, attempt, turn, policyVersion: version });
+    } catch (err) {
+      const c = classifyFailure(err);
+      if (c.failureClass === 'model') {
+        modelFailure = c;
+        break;
+      }
+      throw err;
+    }
+    // The version the turn's answer was sampled under (a retry returns an answer recorded under an earlier one).
+    state.attemptVersions.push(step.policyVersion ?? version);
+    const tokens = step.tokens ?? { status: 'missing' as const, reason: 'the worker that ran this turn does not capture tokens' };
+    const firstProblem = state.tokenIntegrity.turns > 0 && state.tokenIntegrity.status !== 'ok';
+    state.tokenIntegrity = firstProblem
+      ? { ...state.tokenIntegrity, turns: turn + 1 }
+      : tokens.status === 'ok'
+        ? { status: 'ok', attempt, turns: turn + 1 }
+        : { status: tokens.status, attempt, turns: turn + 1, turn, ...(tokens.position !== undefined ? { position: tokens.position } : {}), reason: tokens.reason ?? '' };
+    const runnable = step.calls.flatMap((call, callIndex) => (call.name === 'submit' && !call.malformed ? [] : [{ ...call, callIndex }]));
+    // Rollouts started before this step existed replay with one activity per call (patched() is false for them).
+    if (runnable.length > 1 && patched('tool-calls-of-a-turn-in-one-activity')) {
+      const remainingMs = budgetMs - (Date.now() - agentStart);
+      if (remainingMs > 0) {
+        progress.lastAction = `turn ${turn}: ${runnable.map((c) => c.summary).join(' · ')}`;
+        a.showProgress();
+        // The Temporal UI shows every call of the turn: their summaries here, each call's result in the activity's result.
+        await host.tools(runnable.length)(toolCallsSummary(turn, runnable.map((c) => c.summary)), {
+          handle: p.handle,
+          trajectoryRef,
+          attempt,
+          turn,
+          callIndexes: runnable.map((c) => c.callIndex),
+          workdir: p.workdir,
+          commandTimeoutSec: group.limits.commandTimeoutSec,
+          maxOutputBytes: group.limits.maxOutputBytes,
+          remainingMs,
+        });
+      }
+    } else
+      for (const [callIndex, call] of step.calls.entries()) {
+        if (call.name === 'submit' && !call.malformed) continue;
+        const remainingMs = budgetMs - (Date.now() - agentStart);
+        if (remainingMs <= 0) break;
+        progress.lastAction = `turn ${turn}: ${call.summary}`;
+        a.showProgress();
+        await host.tool(progress.lastAction, {
+          handle: p.handle,
+          trajectoryRef,
+          attempt,
+          turn,
+          callIndex,
+          workdir: p.workdir,
+          commandTimeoutSec: group.limits.commandTimeoutSec,
+          maxOutputBytes: group.limits.maxOutputBytes,
+          remainingMs,
+        });
+      }
+    malformedStreak = step.calls.length > 0 && step.calls.every((c) => c.malformed) ? malformedStreak + 1 : 0;
+    turn++;
+    progress.turn = turn;
+    if (step.submitted) break;
+    if (malformedStreak >= MALFORMED_TURNS_ALLOWED) {
+      modelFailure = { failureClass: 'model', type: 'malformed_tool_call', message: `${MALFORMED_TURNS_ALLOWED} turns in a row with only malformed tool calls` };
+      break;
+    }
+  }
+  timings.agentMs += Date.now() - agentStart;
+  a.onTurnsDone(turn);
+
+  // ---- verify: the final state is scored, whatever ended the loop ----
+  progress.stage = 'verifying';
+  a.showProgress();
+  const verifyInput = { handle: p.handle, group, index, attempt, trajectoryRef };
+  // Rollouts started before the two were one activity replay with verify and teardown apart.
+  let verified: VerifyOutput;
+  if (patched('verify-then-teardown-in-one-activity')) {
+    const out = await host.verifyThenTeardown(`verify (${group.verifyMode}), then teardown sandbox ${p.handle.id}`, verifyInput);
+    if (out.teardown.done) {
+      state.tornDown = true;
+      timings.teardownMs += out.teardown.teardownMs;
+    } else log.warn('teardown after the verdict failed; the workflow tears down', { sandbox: p.handle.id, error: out.teardown.error });
+    verified = out;
+  } else verified = await host.verify(`verify (${group.verifyMode})`, verifyInput);
+  timings.verifyMs += verified.verifyMs;
+  progress.reward = verified.reward;
+  return {
+    reward: verified.reward,
+    outcomeClass: modelFailure ? 'model' : 'ok',
+    outcomeType: modelFailure?.type ?? 'submitted',
+    message: modelFailure?.message ?? '',
+    turns: turn,
+  };
+}

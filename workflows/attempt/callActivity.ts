@@ -1,0 +1,26 @@
+/**
+ * One activity of the pipeline with fixed options, called with a one-line summary that the
+ * Temporal UI shows for that call (`turn 7: bash: pytest -x`), as a task on a queue or as a
+ * local activity of the calling workflow's worker (a marker in the history, with its summary).
+ */
+import { proxyActivities, proxyLocalActivities, type ActivityOptions, type LocalActivityOptions } from '@temporalio/workflow';
+import type { PipelineActivities } from '../../activities/createActivities.js';
+
+export type Activities = PipelineActivities;
+export type ActivityName = Exclude<keyof Activities, symbol>;
+/** A call of activity K: its summary first, then the activity's own arguments. */
+export type SummarizedCall<K extends ActivityName> = (summary: string, ...args: Parameters<Activities[K]>) => Promise<Awaited<ReturnType<Activities[K]>>>;
+
+export function activity<K extends ActivityName>(name: K, options: ActivityOptions): SummarizedCall<K> {
+  const fn = proxyActivities<Activities>(options)[name] as unknown as {
+    executeWithOptions(options: ActivityOptions, args: Parameters<Activities[K]>): Promise<Awaited<ReturnType<Activities[K]>>>;
+  };
+  return (summary, ...args) => fn.executeWithOptions({ ...options, summary }, args);
+}
+
+export function localActivity<K extends ActivityName>(name: K, options: LocalActivityOptions): SummarizedCall<K> {
+  const fn = proxyLocalActivities<Activities>(options)[name] as unknown as {
+    executeWithOptions(options: LocalActivityOptions, args: Parameters<Activities[K]>): Promise<Awaited<ReturnType<Activities[K]>>>;
+  };
+  return (summary, ...args) => fn.executeWithOptions({ ...options, summary }, args);
+}
