@@ -156,7 +156,7 @@ export class FaultHost {
 export async function runGroups(
   client: Client,
   host: FaultHost,
-  options: { batchId: string; tasks: string[]; groupSize: number; policy: PolicyConfig; limits?: Partial<RolloutLimits>; minValid?: number; policyCalls?: 'queue' | 'local' },
+  options: { batchId: string; tasks: string[]; groupSize: number; policy: PolicyConfig; limits?: Partial<RolloutLimits>; minValid?: number; policyCalls?: 'queue' | 'local'; attemptOn?: 'workflow' | 'host' },
 ): Promise<{ batch: Awaited<ReturnType<typeof submitBatch>>; results: () => Promise<GroupResult[]> }> {
   const batch = await submitBatch(client, {
     batchId: options.batchId,
@@ -167,6 +167,7 @@ export async function runGroups(
     policy: options.policy,
     ...(options.limits ? { limits: options.limits } : {}),
     ...(options.policyCalls ? { policyCalls: options.policyCalls } : {}),
+    ...(options.attemptOn ? { attemptOn: options.attemptOn } : {}),
   });
   return {
     batch,

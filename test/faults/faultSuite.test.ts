@@ -163,6 +163,67 @@ describe('fault suite', { timeout: 1_800_000 }, () => {
     }
   });
 
+  test("1d. attempts on their host: the host's worker SIGKILLed during a tool call, a new worker started: each attempt replays to its last marker on the new worker, re-attaches to its command and finishes in its first sandbox; no turn is asked twice", async () => {
+    const host = new FaultHost(scratch, 'attempt-on-host-sigkill');
+    const llm = await startScriptedOpenAIServer(slowGreeting(8));
+    try {
+      const first = await host.startWorker();
+      const batchId = `fault-attempt-host-sigkill-${Date.now()}`;
+      const run = await runGroups(client, host, { batchId, tasks: [greetingTask], groupSize: 3, policy: openai(llm), attemptOn: 'host' });
+      // The attempt's markers reach the server at its workflow-task heartbeats (8 s), so the model's
+      // requests say when every first turn is answered; its 8 s command runs then.
+      await eventually(async () => llm.requests.length, (n) => n >= 3, 'every first turn answered', 120_000);
+      await sleep(1_500);
+      first.kill('SIGKILL');
+      await first.exited;
+      assert.equal((await new LocalSandboxProvider({ stateRoot: host.sandboxRoot }).list()).filter((r) => r.alive).length, 3, 'the sandboxes outlive their worker');
+      await host.startWorker();
+      const groups = await run.results();
+      const rollouts = rolloutsOf(groups);
+      assert.deepEqual(rollouts.map((r) => [r.reward, r.outcomeClass, r.attempts]), [[1, 'ok', 1], [1, 'ok', 1], [1, 'ok', 1]], 'each attempt continued in its first sandbox');
+      const store = new FsTrajectoryStore(host.trajectories);
+      for (const r of rollouts) {
+        const names = await store.list(r.trajectoryRef, 'attempt-00/');
+        assert.equal(names.filter((n) => n.endsWith('.policy.json')).length, 2, `${r.trajectoryRef}: two policy turns`);
+        assert.equal(names.filter((n) => /\.tool-\d+\.json$/.test(n)).length, 1, `${r.trajectoryRef}: one tool record`);
+      }
+      assert.equal(llm.requests.length, 6, 'one policy request per turn: a replayed turn returned its recorded answer');
+      rows.push(rowFor('host worker SIGKILLed mid tool call, attempts on the host, restarted', 1, groups, 3, await assertLeakFree(host)));
+    } finally {
+      await host.stop(client);
+      await llm.close();
+    }
+  });
+
+  test('1e. attempts on their host: the host gone for good mid tool call (its worker killed, never back), another host serving the pool: the rollout notices, and a fresh attempt on the other host is scored', async () => {
+    const queuePrefix = `fault-host-gone-${Date.now()}`;
+    const gone = new FaultHost(scratch, 'host-gone-a', { queuePrefix });
+    const other = new FaultHost(scratch, 'host-gone-b', { queuePrefix });
+    const llm = await startScriptedOpenAIServer(slowGreeting(8));
+    try {
+      const first = await gone.startWorker();
+      const batchId = `fault-attempt-host-gone-${Date.now()}`;
+      const run = await runGroups(client, gone, { batchId, tasks: [greetingTask], groupSize: 2, policy: openai(llm), attemptOn: 'host' });
+      await eventually(async () => llm.requests.length, (n) => n >= 2, 'every first turn answered', 120_000);
+      first.kill('SIGKILL');
+      await first.exited;
+      await other.startWorker();
+      const groups = await run.results();
+      for (const r of rolloutsOf(groups)) {
+        assert.deepEqual([r.reward, r.outcomeClass, r.attempts], [1, 'ok', 2], JSON.stringify(r.attemptHistory));
+        assert.equal(`${r.attemptHistory[0]?.outcomeClass}/${r.attemptHistory[0]?.outcomeType}`, 'infra/sandbox_lost', r.attemptHistory[0]?.message);
+        assert.match(r.experiment?.workerIdentity ?? '', new RegExp(other.hostId), 'the second attempt ran on the other host');
+      }
+      // The dead host's sandboxes wait for its reaper (it never returns here): the case reaps them.
+      assert.equal(await gone.reapLeftovers(), 2, 'the two sandboxes of the dead host were left to its reaper');
+      rows.push(rowFor('host gone for good, attempts on the host, another host in the pool', 1, groups, 2, (await assertLeakFree(gone)) + (await assertLeakFree(other))));
+    } finally {
+      await gone.stop(client);
+      await other.stop(client);
+      await llm.close();
+    }
+  });
+
   test('2. the Temporal dev server stopped and restarted (--db-filename) mid-batch: the batch completes', async () => {
     const host = new FaultHost(scratch, 'server-restart');
     const llm = await startScriptedOpenAIServer(slowGreeting(4));
@@ -403,7 +464,7 @@ describe('fault suite', { timeout: 1_800_000 }, () => {
   });
 
   test('every case left nothing behind, and no real fault was laid on the agent', () => {
-    assert.ok(rows.length >= 10, `all cases reported (${rows.length})`);
+    assert.ok(rows.length >= 12, `all cases reported (${rows.length})`);
     for (const r of rows) assert.equal(r.leaks, 0, `${r.fault}: leaks`);
     for (const r of rows) assert.equal(r.misattributed, 0, `${r.fault}: misattributed`);
   });
