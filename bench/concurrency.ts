@@ -124,7 +124,7 @@ export async function runConcurrency(
   const server = await startBenchPolicyServer(options.delayMs);
   const cores = cpus().length;
   try {
-    const env = { scratch: ctx.scratch, taskDirs: ctx.taskDirs, bundleFile: ctx.bundleFile, ...(ctx.policyCalls ? { policyCalls: ctx.policyCalls } : {}), policy: benchPolicy(server), policyServer: server };
+    const env = { scratch: ctx.scratch, taskDirs: ctx.taskDirs, bundleFile: ctx.bundleFile, ...(ctx.placement ? { placement: ctx.placement } : {}), policy: benchPolicy(server), policyServer: server };
     const groups = Math.ceil(options.concurrency / options.groupSize);
     const runs: ConcurrencyRun[] = [];
     for (const setup of options.setups) {

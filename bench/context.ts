@@ -1,3 +1,8 @@
+import type { GroupInput } from '../shared/pipeline.js';
+
+/** Where a batch's policy calls and attempts run (group.policyCalls, group.attemptOn). */
+export type Placement = Pick<GroupInput, 'policyCalls' | 'attemptOn'>;
+
 /** What every rollout section gets from bench/run.ts. */
 export interface BenchContext {
   scratch: string;
@@ -6,6 +11,6 @@ export interface BenchContext {
   /** The prebuilt workflow bundle, as JSON, for the worker processes. */
   bundleFile: string;
   log: (line: string) => void;
-  /** Where the rollouts' policy calls run (--policy-calls; the group default when absent). */
-  policyCalls?: 'queue' | 'local';
+  /** Where the rollouts' policy calls and attempts run (--policy-calls, --attempt-on; the group defaults when absent). */
+  placement?: Placement;
 }

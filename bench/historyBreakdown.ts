@@ -8,6 +8,7 @@
  */
 import type { Client } from '@temporalio/client';
 import { tsToMs } from '@temporalio/common/lib/time.js';
+import type { temporal } from '@temporalio/proto';
 
 export interface RolloutBreakdown {
   /** Mean per rollout, ms. */
@@ -16,6 +17,8 @@ export interface RolloutBreakdown {
   workflowTaskWaitMs: number;
   workflowTaskRunMs: number;
   workflowTasks: number;
+  /** Activity tasks scheduled per rollout (local activities are not tasks: they run inside a workflow task). */
+  activityTasks: number;
   /** Start to close. */
   totalMs: number;
   /** totalMs less everything above (time between events, e.g. history writes). */
@@ -24,11 +27,19 @@ export interface RolloutBreakdown {
 }
 
 export async function historyBreakdown(client: Client, workflowIds: string[]): Promise<RolloutBreakdown | null> {
-  const acc = { activityWait: 0, activityRun: {} as Record<string, number>, wftWait: 0, wftRun: 0, wfts: 0, total: 0 };
+  const acc = { activityWait: 0, activityRun: {} as Record<string, number>, wftWait: 0, wftRun: 0, wfts: 0, activityTasks: 0, total: 0 };
   let sampled = 0;
   for (const id of workflowIds) {
-    const history = await client.workflow.getHandle(id).fetchHistory();
-    const events = history.events ?? [];
+    const events = (await client.workflow.getHandle(id).fetchHistory()).events ?? [];
+    // A rollout whose attempts ran on their host (group.attemptOn 'host'): their workflows' tasks count too.
+    for (const e of [...events]) {
+      const childId = e.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId;
+      if (childId) accumulate((await client.workflow.getHandle(childId).fetchHistory()).events ?? [], false);
+    }
+    accumulate(events, true);
+    sampled++;
+  }
+  function accumulate(events: temporal.api.history.v1.IHistoryEvent[], isRollout: boolean): void {
     const time = new Map<number, number>();
     const typeOf = new Map<number, string>();
     let first: number | undefined;
@@ -39,7 +50,10 @@ export async function historyBreakdown(client: Client, workflowIds: string[]): P
       time.set(eventId, t);
       first ??= t;
       last = t;
-      if (e.activityTaskScheduledEventAttributes) typeOf.set(eventId, e.activityTaskScheduledEventAttributes.activityType?.name ?? '?');
+      if (e.activityTaskScheduledEventAttributes) {
+        typeOf.set(eventId, e.activityTaskScheduledEventAttributes.activityType?.name ?? '?');
+        acc.activityTasks++;
+      }
       const started = e.activityTaskStartedEventAttributes;
       if (started) acc.activityWait += t - (time.get(Number(started.scheduledEventId)) ?? t);
       const done = e.activityTaskCompletedEventAttributes ?? e.activityTaskFailedEventAttributes ?? e.activityTaskTimedOutEventAttributes;
@@ -55,8 +69,7 @@ export async function historyBreakdown(client: Client, workflowIds: string[]): P
       const wftDone = e.workflowTaskCompletedEventAttributes ?? e.workflowTaskFailedEventAttributes;
       if (wftDone) acc.wftRun += t - (time.get(Number(wftDone.startedEventId)) ?? t);
     }
-    acc.total += last - (first ?? last);
-    sampled++;
+    if (isRollout) acc.total += last - (first ?? last);
   }
   if (sampled === 0) return null;
   const mean = (n: number): number => n / sampled;
@@ -68,6 +81,7 @@ export async function historyBreakdown(client: Client, workflowIds: string[]): P
     workflowTaskWaitMs: mean(acc.wftWait),
     workflowTaskRunMs: mean(acc.wftRun),
     workflowTasks: acc.wfts / sampled,
+    activityTasks: acc.activityTasks / sampled,
     totalMs: mean(acc.total),
     otherMs: mean(acc.total) - accounted,
     sampled,

@@ -89,7 +89,7 @@ export async function runOrchestration(ctx: BenchContext, options: { batches: nu
     const bare = await bareEnvironment(ctx, 'orchestration', policy);
     const bareAlone = summarizeBare(await runBareBatch(bare(false), 8, 1));
     ctx.log(`  bare loop, one rollout at a time: p50 ${bareAlone.e2e.p50.toFixed(0)} ms`);
-    const env = { scratch: ctx.scratch, taskDirs: ctx.taskDirs, bundleFile: ctx.bundleFile, ...(ctx.policyCalls ? { policyCalls: ctx.policyCalls } : {}), policy, policyServer: server };
+    const env = { scratch: ctx.scratch, taskDirs: ctx.taskDirs, bundleFile: ctx.bundleFile, ...(ctx.placement ? { placement: ctx.placement } : {}), policy, policyServer: server };
     const rows: OrchestrationRow[] = [];
     for (const batch of options.batches) {
       const groups = Math.max(1, Math.round(batch / options.groupSize));
@@ -119,11 +119,11 @@ export function formatBreakdowns(runs: [string, PipelineSummary][]): string {
   return [
     'where a pipeline rollout\'s time goes (mean ms per rollout over sampled histories; "wait" = scheduled until a worker started it)',
     formatTable(
-      ['run', 'sampled', 'total', 'provision', 'policy x5', 'tool x5', 'verify', 'teardown', 'activity wait', 'workflow tasks', 'wft wait', 'wft run', 'other'],
+      ['run', 'sampled', 'total', 'provision', 'policy x5', 'tool x5', 'verify', 'teardown', 'activity wait', 'workflow tasks', 'activity tasks', 'round trips', 'wft wait', 'wft run', 'other'],
       runs.flatMap(([name, p]) => {
         const b = p.breakdown;
         if (!b) return [];
-        return [[name, String(b.sampled), f0(b.totalMs), a(b, 'provisionSandbox'), a(b, 'policyStep'), f0((b.activityRunMs.runTool ?? 0) + (b.activityRunMs.runTools ?? 0)), a(b, 'verifyAttempt'), a(b, 'teardownSandbox'), f0(b.activityWaitMs), b.workflowTasks.toFixed(1), f0(b.workflowTaskWaitMs), f0(b.workflowTaskRunMs), f0(b.otherMs)]];
+        return [[name, String(b.sampled), f0(b.totalMs), a(b, 'provisionSandbox'), a(b, 'policyStep'), f0((b.activityRunMs.runTool ?? 0) + (b.activityRunMs.runTools ?? 0)), a(b, 'verifyAttempt'), a(b, 'teardownSandbox'), f0(b.activityWaitMs), b.workflowTasks.toFixed(1), b.activityTasks.toFixed(1), (b.workflowTasks + b.activityTasks).toFixed(1), f0(b.workflowTaskWaitMs), f0(b.workflowTaskRunMs), f0(b.otherMs)]];
       }),
     ),
   ].join('\n');

@@ -28,6 +28,7 @@ import type { ScriptedOpenAIServer } from '../test/helpers/scriptedOpenAIServer.
 import { freePort, startDevServer } from '../workers/temporalDevServer.js';
 import { WORKER_ROLES, type WorkerRole } from '../workers/pipelineWorkers.js';
 import type { BenchWorkerConfig, BenchWorkerReport, WorkerSetup } from './benchWorker.js';
+import type { Placement } from './context.js';
 import { historyBreakdown, type RolloutBreakdown } from './historyBreakdown.js';
 import { busyShare, cpuDelta, machineCpu, memAvailableKb, processCpu, processMemoryKb, processTreeCpu, sandboxProcessMemory, type CpuTimes } from './procStats.js';
 
@@ -57,8 +58,8 @@ export interface PipelineEnv {
   policy: PolicyConfig;
   /** The policy's HTTP server, to read how many requests were open at once. */
   policyServer?: ScriptedOpenAIServer;
-  /** group.policyCalls of every batch (the default when absent). */
-  policyCalls?: 'queue' | 'local';
+  /** group.policyCalls and group.attemptOn of every batch (the defaults when absent). */
+  placement?: Placement;
 }
 
 export interface QueueBacklog {
@@ -218,7 +219,7 @@ export async function runPipelineBatch(env: PipelineEnv, spec: PipelineRunSpec, 
     const rollouts = spec.groups * spec.groupSize;
     const batchId = `bench-${spec.label.replace(/[^A-Za-z0-9_-]/g, '_')}-${Date.now().toString(36)}`;
     if (spec.warmup) {
-      const warm = await submitBatch(client, { batchId: `${batchId}-warmup`, tasks: env.taskDirs.slice(0, 1), groupSize: 1, minValid: 1, policy: env.policy, taskQueues: queues, ...(env.policyCalls ? { policyCalls: env.policyCalls } : {}) });
+      const warm = await submitBatch(client, { batchId: `${batchId}-warmup`, tasks: env.taskDirs.slice(0, 1), groupSize: 1, minValid: 1, policy: env.policy, taskQueues: queues, ...env.placement });
       for await (const group of warm.results()) if (group.status !== 'complete') throw new Error(`warm-up group ${group.status}: ${group.statusReason}`);
     }
 
@@ -266,7 +267,7 @@ export async function runPipelineBatch(env: PipelineEnv, spec: PipelineRunSpec, 
       minValid: 1,
       policy: env.policy,
       taskQueues: queues,
-      ...(env.policyCalls ? { policyCalls: env.policyCalls } : {}),
+      ...env.placement,
       // The benchmark counts errors; it must not hide them behind retries.
       failurePolicy: { infra: { retries: 0, backoffSec: 1, onExhausted: 'mask' } },
     });

@@ -7,6 +7,7 @@
  *   --delay-ms 2000            policy latency of sections 3 and 4
  *   --setup defaults           worker setup of sections 2-4 (bench/concurrency.ts SETUPS)
  *   --policy-calls queue|local where sections 2-4 run each turn's policy call (group.policyCalls; default queue)
+ *   --attempt-on workflow|host where sections 2-4 run each attempt's agent loop (group.attemptOn; default workflow)
  *   --sweep before,split       more setups to compare in section 3
  *   --deadline-min 6           a section 3/4 run still open after this is cut off and projected
  *   --db memory|file           the dev server's SQLite
@@ -41,6 +42,7 @@
  *      per rollout (bench/clusterBench.ts; the capacity model: docs/scaling.md)
  * Every section records the machine and the load average at its start and end.
  */
+import type { Placement } from './context.js';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -82,6 +84,7 @@ const { values } = parseArgs({
     'model-max-turns': { type: 'string', default: '4' },
     'model-max-tokens': { type: 'string', default: '256' },
     'policy-calls': { type: 'string' },
+    'attempt-on': { type: 'string' },
     'cluster-configs': { type: 'string', default: 'dev,1,2,3' },
     'cluster-groups': { type: 'string', default: '6' },
     'cluster-group-size': { type: 'string', default: '4' },
@@ -100,7 +103,12 @@ if (policyCallsFlag !== undefined && policyCallsFlag !== 'queue' && policyCallsF
   console.error(`--policy-calls ${JSON.stringify(policyCallsFlag)}: use queue or local`);
   process.exit(2);
 }
-const policyCalls: 'queue' | 'local' | undefined = policyCallsFlag;
+const attemptOnFlag = values['attempt-on'];
+if (attemptOnFlag !== undefined && attemptOnFlag !== 'workflow' && attemptOnFlag !== 'host') {
+  console.error(`--attempt-on ${JSON.stringify(attemptOnFlag)}: use workflow or host`);
+  process.exit(2);
+}
+const placement: Placement = { ...(policyCallsFlag ? { policyCalls: policyCallsFlag } : {}), ...(attemptOnFlag ? { attemptOn: attemptOnFlag } : {}) };
 const list = (s: string): number[] => s.split(',').filter(Boolean).map(Number);
 type SectionId = number | 'cluster';
 const SECTION_IDS: SectionId[] = [1, 2, 3, 4, 5, 6, 'cluster'];
@@ -159,7 +167,7 @@ try {
     }
     return bundleFile;
   };
-  const ctx = async () => ({ scratch, taskDirs, bundleFile: await bundle(), log, ...(policyCalls ? { policyCalls } : {}) });
+  const ctx = async () => ({ scratch, taskDirs, bundleFile: await bundle(), log, ...(Object.keys(placement).length > 0 ? { placement } : {}) });
   mkdirSync(join(scratch, 'bare'), { recursive: true });
 
   await section(1, 'sandbox lifecycle (local provider)', () => runSandboxLifecycle({ cycles: Number(values.cycles), alive: Number(values.alive), log }), formatSandboxLifecycle);

@@ -38,7 +38,7 @@ export async function runScaling(
   const ideal: Ideal = reuse?.ideal ?? (await measureIdeal(ctx, options.delayMs));
   const server = await startBenchPolicyServer(options.delayMs);
   try {
-    const env = { scratch: ctx.scratch, taskDirs: ctx.taskDirs, bundleFile: ctx.bundleFile, ...(ctx.policyCalls ? { policyCalls: ctx.policyCalls } : {}), policy: benchPolicy(server), policyServer: server };
+    const env = { scratch: ctx.scratch, taskDirs: ctx.taskDirs, bundleFile: ctx.bundleFile, ...(ctx.placement ? { placement: ctx.placement } : {}), policy: benchPolicy(server), policyServer: server };
     const points: ScalingPoint[] = [];
     for (const concurrency of options.concurrencies) {
       const groups = Math.max(1, Math.ceil(concurrency / options.groupSize));
