@@ -23,6 +23,7 @@ import { VerifierControls } from './attribution/verifierControl.js';
 import { executeToolCall } from './agent/executeTool.js';
 import { withHeartbeats } from './heartbeats.js';
 import { watchHost } from './watchHost.js';
+import { InFlightSteps } from './inFlightSteps.js';
 import { pipelineMetrics, type PipelineMetrics } from './pipelineMetrics.js';
 import { parseToolCall, summarizeToolCall } from './agent/toolArguments.js';
 import { pipelineVersion } from './pipelineVersion.js';
@@ -189,6 +190,8 @@ export function createActivities(deps: ActivityDeps) {
       deps.logger.warn({ error: String(err) }, 'cannot count sandboxes for the sandboxes-alive metric');
     }
   };
+  // A step asked for again while its first run still goes in this process waits for that run (activities/inFlightSteps.ts).
+  const inFlight = new InFlightSteps();
   // Provisioning, every policy step and verification check the task's version; the cache spares them re-reading it.
   const tasks = new TaskCache();
   // Failure attribution's controls, per task version on this host (this worker serves one host).
@@ -213,6 +216,7 @@ export function createActivities(deps: ActivityDeps) {
 
   /** One policy turn: the conversation so far to the model, its answer recorded in the store. */
   const policyStepWork = async (input: PolicyStepInput, signal: AbortSignal | undefined): Promise<PolicyStepOutput> => {
+    const stepStartedAt = Date.now();
     const task = loadSubmittedTask(tasks, input.task);
     const messages = await loadConversation(deps.store, input.trajectoryRef, input.attempt, input.turn);
     const model = input.policy.kind === 'scripted' ? `scripted:${input.policy.script}` : input.policy.model;
@@ -237,6 +241,7 @@ export function createActivities(deps: ActivityDeps) {
       metrics.inferenceLoad(admitted.admission.server, admitted.admission.inFlight, admitted.admission.load);
     }
     const started = performance.now();
+    const callStartedAt = Date.now();
     let response;
     try {
       response = await client.next({
@@ -261,7 +266,8 @@ export function createActivities(deps: ActivityDeps) {
     const latencyMs = performance.now() - started;
     metrics.policyCall(model, latencyMs);
     const integrity = turnIntegrity(response.turnTokens ?? (input.policy.kind === 'scripted' ? { reason: 'a scripted policy generates no tokens' } : undefined), previousTokens, input.turn === 0, response.promptProblem);
-    const record: PolicyTurnRecord = { turn: input.turn, latencyMs, ...response, policyVersion: input.policyVersion ?? 0, prefixCheck: integrity.prefixCheck, ...(admitted ? { admission: admitted.admission } : {}) };
+    const clock = { stepStartedAt, callStartedAt, callEndedAt: callStartedAt + latencyMs };
+    const record: PolicyTurnRecord = { turn: input.turn, latencyMs, clock, ...response, policyVersion: input.policyVersion ?? 0, prefixCheck: integrity.prefixCheck, ...(admitted ? { admission: admitted.admission } : {}) };
     if (integrity.status.status === 'broken') log.warn({ position: integrity.status.position, reason: integrity.status.reason }, 'token prefix break: this turn will not train');
     // Taken over (its heartbeat timed out, another worker is asking this turn again; or the rollout was
     // cancelled): this worker's answer is not the turn's, so it must not land in the trajectory.
@@ -272,7 +278,10 @@ export function createActivities(deps: ActivityDeps) {
     return output;
   };
 
-  const runOneTool = async (input: ToolStepInput): Promise<ToolStepOutput> => {
+  // Heartbeats also while it waits for an earlier run of the same call in this process.
+  const runOneTool = (input: ToolStepInput): Promise<ToolStepOutput> => withHeartbeats(() => inFlight.run(`${input.trajectoryRef}/${toolName(input.attempt, input.turn, input.callIndex)}`, () => runOneToolOnce(input)));
+  const runOneToolOnce = async (input: ToolStepInput): Promise<ToolStepOutput> => {
+    const stepStartedAt = Date.now();
     const name = toolName(input.attempt, input.turn, input.callIndex);
     // A retry after the result was already recorded must not run the command twice.
     const existing = await deps.store.get<ToolTurnRecord>(input.trajectoryRef, name);
@@ -281,6 +290,7 @@ export function createActivities(deps: ActivityDeps) {
     if (!call) throw new ClassifiedError('infra', 'storage_error', `trajectory ${input.trajectoryRef}: no tool call ${input.callIndex} in turn ${input.turn}`);
     if (existing) return { name: existing.name, summary: summarizeToolCall(call), exitCode: existing.exitCode, malformed: existing.malformed, timedOut: existing.timedOut };
     const started = performance.now();
+    const callStartedAt = Date.now();
     const outcome = await withHeartbeats((signal) =>
       executeToolCall(
         deps.provider,
@@ -299,7 +309,7 @@ export function createActivities(deps: ActivityDeps) {
     const durationMs = performance.now() - started;
     metrics.toolCall(outcome.name, durationMs);
     activityLog(deps.logger, input).debug({ call: summarizeToolCall(call), exitCode: outcome.exitCode, timedOut: outcome.timedOut, durationMs: Math.round(durationMs) }, 'tool call');
-    const record: ToolTurnRecord = { turn: input.turn, callIndex: input.callIndex, ...outcome };
+    const record: ToolTurnRecord = { turn: input.turn, callIndex: input.callIndex, ...outcome, clock: { stepStartedAt, callStartedAt, callEndedAt: callStartedAt + durationMs } };
     await deps.store.put(input.trajectoryRef, name, record);
     return { name: outcome.name, summary: summarizeToolCall(call), exitCode: outcome.exitCode, malformed: outcome.malformed, timedOut: outcome.timedOut };
   };
@@ -421,7 +431,8 @@ export function createActivities(deps: ActivityDeps) {
 
     // Heartbeats while the model answers: a policy worker that dies or is cut off mid-call is noticed
     // within the heartbeat timeout and the turn is asked again on another, not after start-to-close.
-    policyStep: (input: PolicyStepInput): Promise<PolicyStepOutput> => withHeartbeats((signal) => policyStepWork(input, signal)),
+    // Heartbeats also while it waits for an earlier run of the same turn in this process.
+    policyStep: (input: PolicyStepInput): Promise<PolicyStepOutput> => withHeartbeats((signal) => inFlight.run(`${input.trajectoryRef}/${policyName(input.attempt, input.turn)}`, () => policyStepWork(input, signal))),
 
     runTool: (input: ToolStepInput): Promise<ToolStepOutput> => runOneTool(input),
 

@@ -16,9 +16,14 @@ export async function withHeartbeats<T>(work: (signal: AbortSignal | undefined) 
   } catch {
     return work(undefined); // not inside an activity (the CLI's replay, a unit test)
   }
-  // A local activity has no heartbeat (its workflow task's timeout notices a dead worker); core would
-  // refuse each one with a warning.
-  if (context.info.isLocal) return work(context.cancellationSignal);
+  // A local activity has no heartbeat (its workflow task's timeout notices a dead worker; core would
+  // refuse each one with a warning), and it runs to its end: its worker cancels it also when it evicts
+  // the workflow (a workflow task that timed out under load), not only when the rollout asks. Cut
+  // there, a command could have done its work without its record; the replay would run it again (an
+  // `echo >> log` twice: a wrong reward). Run to the end, the step records what it did, and the
+  // replay's call of the same step waits for it in this process (inFlightSteps.ts) and takes that.
+  // An operator's cancel of such an attempt waits for the running call to end.
+  if (context.info.isLocal) return work(undefined);
   context.heartbeat();
   const timer = setInterval(() => context.heartbeat(), HEARTBEAT_EVERY_MS);
   try {

@@ -30,7 +30,7 @@ import { processMemoryKb } from './procStats.js';
 
 export type WorkerTuning = Pick<
   PipelineWorkerOptions,
-  'maxConcurrentWorkflowTasks' | 'maxConcurrentProvisions' | 'maxConcurrentToolCalls' | 'maxConcurrentPolicyCalls' | 'maxCachedWorkflows' | 'workflowTaskPollers' | 'activityTaskPollers'
+  'maxConcurrentWorkflowTasks' | 'maxConcurrentProvisions' | 'maxConcurrentToolCalls' | 'maxConcurrentPolicyCalls' | 'maxConcurrentAttemptsOnHost' | 'maxCachedWorkflows' | 'workflowTaskPollers' | 'activityTaskPollers'
 >;
 
 /** The worker options under test and how the three workers are spread over processes (default: one process). */

@@ -35,6 +35,11 @@ export const SETUPS = {
   split: { tuning: {}, processes: [['workflows'], ['provision', 'host', 'policy']] },
   /** More workflow task slots and pollers (the workflow task backlog grows at the start of a big batch). */
   'wft-100': { tuning: { maxConcurrentWorkflowTasks: 100, workflowTaskPollers: 50 } },
+  /** With --attempt-on host: attempts running on the host at once (the rest wait, provisioned, for a slot). */
+  'attempts-50': { tuning: { maxConcurrentAttemptsOnHost: 50 } },
+  'attempts-100': { tuning: { maxConcurrentAttemptsOnHost: 100 } },
+  'attempts-200': { tuning: { maxConcurrentAttemptsOnHost: 200 } },
+  'attempts-400': { tuning: { maxConcurrentAttemptsOnHost: 400 } },
 } satisfies Record<string, WorkerSetup>;
 export type SetupName = keyof typeof SETUPS;
 

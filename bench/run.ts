@@ -138,8 +138,13 @@ if (values.db !== 'memory' && values.db !== 'file') throw new Error('--db is mem
 // The bench process is a Temporal client only; keep the SDK's own log lines quiet.
 installRuntime(createLogger('bench'));
 const scratch = mkdtempSync(join(tmpdir(), 'rollout-bench-'));
+// BENCH_KEEP_SCRATCH=1 keeps it (worker logs, trajectories) to look into a run afterwards.
+const removeScratch = (): void => {
+  if (process.env.BENCH_KEEP_SCRATCH === '1') process.stderr.write(`bench scratch kept: ${scratch}\n`);
+  else rmSync(scratch, { recursive: true, force: true });
+};
 // Also when a section's cleanup ends the process on Ctrl-C (bench/cleanupStack.ts), past the finally below.
-process.on('exit', () => rmSync(scratch, { recursive: true, force: true }));
+process.on('exit', removeScratch);
 const out: Record<string, unknown> = { machine: await machineFacts(), commandLine: process.argv.slice(2).join(' ') };
 log(`rollout-pipeline benchmarks · ${JSON.stringify(out.machine)}`);
 
@@ -254,5 +259,5 @@ try {
   if (values['json-file']) writeFileSync(values['json-file'], `${JSON.stringify(out, null, 2)}\n`);
   log(`\nfinished ${String(out.finishedAt)}, load average ${loadAverages().join(' ')}`);
 } finally {
-  rmSync(scratch, { recursive: true, force: true });
+  removeScratch();
 }

@@ -15,6 +15,15 @@ export function hostTaskQueue(host: string): string {
   return `rollout-pipeline-host-${host}`;
 }
 
+/**
+ * The queue beside a host's own where the rollouts whose attempts run on that host (group.attemptOn
+ * 'host') keep their watchHost activity: served by the same worker process, so it dies with the
+ * host's worker, but with slots of its own, so watches never wait behind tool calls.
+ */
+export function hostWatchQueue(hostQueue: string): string {
+  return `${hostQueue}-watch`;
+}
+
 export function groupWorkflowId(batchId: string, taskId: string): string {
   return `rollout/${batchId}/${taskId}`;
 }

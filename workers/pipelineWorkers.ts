@@ -12,7 +12,7 @@ import { bundleWorkflowCode, Worker, type NativeConnection, type WorkflowBundleW
 import type { Logger } from 'pino';
 import { withClassifiedFailures } from '../activities/classifiedToApplicationFailure.js';
 import { createActivities, type ActivityDeps } from '../activities/createActivities.js';
-import { TASK_QUEUES, hostTaskQueue } from '../shared/names.js';
+import { TASK_QUEUES, hostTaskQueue, hostWatchQueue } from '../shared/names.js';
 import { rolloutCacheDir } from './cacheDir.js';
 import { cachedWorkflowBundle } from './workflowBundleCache.js';
 import { pinnedDeployment, unversionedDeployment, type WorkerBuild } from './versioning/workerDeployment.js';
@@ -44,7 +44,12 @@ export const DEFAULT_SLOTS = {
    * a cache entry and a host-watch activity slot of the host's worker while it runs its local
    * activities. Past it, provisioned attempts wait for the host's worker.
    */
-  attemptsOnHost: 1000,
+  attemptsOnHost: 200,
+  /**
+   * Host watches at once (one per provisioned attempt of a group with attemptOn 'host', including
+   * attempts waiting for an attempt slot): each is a 2 s heartbeat timer, so the bound is loose.
+   */
+  hostWatches: 10_000,
 } as const;
 
 export interface PipelineWorkerOptions extends ActivityDeps {
@@ -86,10 +91,10 @@ export interface PipelineWorkerOptions extends ActivityDeps {
 }
 
 export interface PipelineWorkers {
-  /** The workers this process runs, in the order main, host, policy. */
+  /** The workers this process runs, in the order main, host, host watch, policy. */
   workers: Worker[];
-  /** main: workflows and/or provisioning on the main queue; host: this host's queue; policy: the policy queue. */
-  byQueue: { main?: Worker; host?: Worker; policy?: Worker };
+  /** main: workflows and/or provisioning on the main queue; host: this host's queue; hostWatch: its watch queue; policy: the policy queue. */
+  byQueue: { main?: Worker; host?: Worker; hostWatch?: Worker; policy?: Worker };
   /** Runs all workers until shutdown() (or one of them fails). */
   run(): Promise<void>;
   shutdown(): void;
@@ -169,7 +174,8 @@ export async function createPipelineWorkers(options: PipelineWorkerOptions): Pro
       workflowBundle: options.workflowBundle ?? (await bundlePipelineWorkflows()),
       maxConcurrentWorkflowTaskExecutions: attemptSlots,
       maxCachedWorkflows: attemptSlots,
-      maxConcurrentLocalActivityExecutions: toolSlots,
+      // An attempt runs one local activity at a time (a policy call, a turn's tools, the verdict).
+      maxConcurrentLocalActivityExecutions: attemptSlots,
       activities: {
         runTool: activities.runTool,
         runTools: activities.runTools,
@@ -177,12 +183,18 @@ export async function createPipelineWorkers(options: PipelineWorkerOptions): Pro
         verifyThenTeardown: activities.verifyThenTeardown,
         teardownSandbox: activities.teardownSandbox,
         reapSandboxes: activities.reapSandboxes,
-        watchHost: activities.watchHost,
         policyStep: activities.policyStep,
       },
-      // Tool calls of attempts that run in a rollout workflow, and one host watch per attempt running here.
-      maxConcurrentActivityTaskExecutions: toolSlots + attemptSlots,
+      maxConcurrentActivityTaskExecutions: toolSlots,
       ...activityPolls(toolSlots),
+    });
+    byQueue.hostWatch = await Worker.create({
+      ...common,
+      taskQueue: hostWatchQueue(hostTaskQueue(options.host)),
+      ...(options.build ? { workerDeploymentOptions: unversionedDeployment(options.build) } : {}),
+      activities: { watchHost: activities.watchHost },
+      maxConcurrentActivityTaskExecutions: DEFAULT_SLOTS.hostWatches,
+      maxConcurrentActivityTaskPolls: 2,
     });
   }
   if (roles.has('policy')) {
@@ -196,7 +208,7 @@ export async function createPipelineWorkers(options: PipelineWorkerOptions): Pro
       ...(options.policyRatePerSecond ? { maxTaskQueueActivitiesPerSecond: options.policyRatePerSecond } : {}),
     });
   }
-  const workers = [byQueue.main, byQueue.host, byQueue.policy].filter((w): w is Worker => w !== undefined);
+  const workers = [byQueue.main, byQueue.host, byQueue.hostWatch, byQueue.policy].filter((w): w is Worker => w !== undefined);
   return {
     workers,
     byQueue,

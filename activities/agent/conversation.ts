@@ -22,9 +22,22 @@ export interface AttemptMeta {
 }
 
 /** One turn of the policy as stored: its answer (with token data when the server returned it) and how long it took. */
+/**
+ * When a policy or tool step ran, in epoch ms on its worker's clock: the step's activity began, its
+ * call (the model's HTTP request, the sandbox command) began and ended. What lies between one step's
+ * call and the next step's call is the pipeline's own time (bench section 6 splits it by stage).
+ */
+export interface StepClock {
+  stepStartedAt: number;
+  callStartedAt: number;
+  callEndedAt: number;
+}
+
 export interface PolicyTurnRecord extends PolicyResponse {
   turn: number;
   latencyMs: number;
+  /** When the step and its model call ran (absent in records from before it was kept). */
+  clock?: StepClock;
   /** The policy version that generated this turn (absent in records from before versions). */
   policyVersion?: number;
   /** This turn's prompt against the previous turn's prompt + completion ids; null when either has no ids. */
@@ -47,6 +60,8 @@ export interface ToolTurnRecord {
   durationMs: number;
   /** True when the call could not be run as given (unknown tool, invalid JSON, missing field). */
   malformed: boolean;
+  /** When the step and its command ran (absent in records from before it was kept). */
+  clock?: StepClock;
 }
 
 export const metaName = (attempt: number): string => `${attemptPrefix(attempt)}meta.json`;

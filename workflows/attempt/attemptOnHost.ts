@@ -7,6 +7,7 @@
  * attempt fails with the watcher's failure, which the rollout classifies as a lost sandbox.
  */
 import { ActivityCancellationType, CancellationScope, ChildWorkflowCancellationType, executeChild, isCancellation, ParentClosePolicy } from '@temporalio/workflow';
+import { hostWatchQueue } from '../../shared/names.js';
 import { HEARTBEAT_TIMEOUT } from '../heartbeatTimeout.js';
 import { attemptWorkflowId, type AttemptInput, type AttemptResult } from './attemptWorkflow.js';
 import { activity } from './callActivity.js';
@@ -22,13 +23,14 @@ export async function runAttemptOnHost(input: AttemptInput, onStarted: (childId:
   const childId = attemptWorkflowId(input.rolloutWorkflowId, input.attempt);
   const budgetSec = p.agentTimeoutSec + ATTEMPT_MARGIN_SEC;
   const watchHost = activity('watchHost', {
-    taskQueue: p.hostQueue,
-    // Nobody polls the host's queue for a minute: the host is gone (as for any call sent to it).
+    taskQueue: hostWatchQueue(p.hostQueue),
+    // Nobody polls the host's watch queue for a minute: the host is gone (as for any call sent to it).
     scheduleToStartTimeout: '1 minute',
     startToCloseTimeout: `${budgetSec} seconds`,
     heartbeatTimeout: HEARTBEAT_TIMEOUT,
-    // A restarted worker of the host takes the watch up again; one that keeps dying is given up on.
-    retry: { maximumAttempts: 5, initialInterval: '1 second' },
+    // A heartbeat that came late, or a restarted worker of the host, takes the watch up again: it ends
+    // only when nobody picks it up (the host is gone) or the rollout cancels it.
+    retry: { initialInterval: '1 second', maximumInterval: '10 seconds' },
     cancellationType: ActivityCancellationType.TRY_CANCEL,
   });
   const watchScope = new CancellationScope();
