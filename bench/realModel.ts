@@ -49,7 +49,7 @@ export interface PassResult {
   outcomes: Record<string, number>;
   rewards: Record<string, (number | null)[]>;
   perTurn: { wallMs: Summary; modelMs: Summary; toolMs: Summary; pipelineMs: Summary; stages: Record<OwnStage, Summary>; completionTokens: Summary; tokensPerSecond: Summary };
-  perRollout: { wallMs: Summary; modelShare: Summary; notModelShare: Summary; toolShare: Summary; sandboxLifecycleShare: Summary; orchestrationShare: Summary };
+  perRollout: { wallMs: Summary; modelShare: Summary; notModelShare: Summary; toolShare: Summary; sandboxLifecycleShare: Summary; admissionShare: Summary; orchestrationShare: Summary };
   /** Over all rollouts: 1 - model time / wall time. */
   notModelFraction: number;
 }
@@ -72,7 +72,7 @@ export type RealModelResult =
 async function measurePass(store: TrajectoryStore, client: Client, groups: GroupResult[]): Promise<PassResult> {
   const turn = { wall: [] as number[], model: [] as number[], tool: [] as number[], pipeline: [] as number[], tokens: [] as number[], tps: [] as number[] };
   const stages = Object.fromEntries(OWN_STAGES.map((k) => [k, [] as number[]])) as Record<OwnStage, number[]>;
-  const roll = { wall: [] as number[], model: [] as number[], notModel: [] as number[], tool: [] as number[], lifecycle: [] as number[], orchestration: [] as number[] };
+  const roll = { wall: [] as number[], model: [] as number[], notModel: [] as number[], tool: [] as number[], lifecycle: [] as number[], admission: [] as number[], orchestration: [] as number[] };
   let wallTotal = 0;
   let modelTotal = 0;
   const outcomes: Record<string, number> = {};
@@ -90,8 +90,10 @@ async function measurePass(store: TrajectoryStore, client: Client, groups: Group
       }
       let rolloutModel = 0;
       let rolloutTool = 0;
+      let rolloutAdmission = 0;
       for (const t of attempts.flatMap((a) => a.turns)) {
         rolloutModel += t.policy.latencyMs;
+        rolloutAdmission += t.policy.admission?.waitedMs ?? 0;
         rolloutTool += t.tools.reduce((s, x) => s + x.durationMs, 0);
         const completion = t.policy.usage?.completion_tokens;
         if (completion !== undefined) {
@@ -110,7 +112,8 @@ async function measurePass(store: TrajectoryStore, client: Client, groups: Group
       roll.notModel.push(1 - rolloutModel / wall);
       roll.tool.push(rolloutTool / wall);
       roll.lifecycle.push(lifecycle / wall);
-      roll.orchestration.push(Math.max(0, wall - rolloutModel - rolloutTool - lifecycle) / wall);
+      roll.admission.push(rolloutAdmission / wall);
+      roll.orchestration.push(Math.max(0, wall - rolloutModel - rolloutTool - lifecycle - rolloutAdmission) / wall);
       wallTotal += wall;
       modelTotal += rolloutModel;
     }
@@ -135,6 +138,7 @@ async function measurePass(store: TrajectoryStore, client: Client, groups: Group
       notModelShare: summarize(roll.notModel),
       toolShare: summarize(roll.tool),
       sandboxLifecycleShare: summarize(roll.lifecycle),
+      admissionShare: summarize(roll.admission),
       orchestrationShare: summarize(roll.orchestration),
     },
     notModelFraction: wallTotal > 0 ? 1 - modelTotal / wallTotal : Number.NaN,
@@ -239,6 +243,7 @@ function formatPass(title: string, r: PassResult): string {
         ['not the model: all', ...pct(r.perRollout.notModelShare)],
         ['  tools', ...pct(r.perRollout.toolShare)],
         ['  provision + verify + teardown', ...pct(r.perRollout.sandboxLifecycleShare)],
+        ['  waiting for room on the server (admission)', ...pct(r.perRollout.admissionShare)],
         ['  orchestration (the rest)', ...pct(r.perRollout.orchestrationShare)],
       ],
     ),
