@@ -4,7 +4,7 @@
  * mean the host (and so the sandbox) is gone.
  */
 import { TimeoutType } from '@temporalio/common';
-import { ActivityFailure, ApplicationFailure, TimeoutFailure } from '@temporalio/workflow';
+import { ActivityFailure, ApplicationFailure, ChildWorkflowFailure, TimeoutFailure } from '@temporalio/workflow';
 import { parseFailureName, type FailureClass } from '../shared/failures.js';
 
 export interface Classified {
@@ -23,6 +23,13 @@ function evidenceOf(failure: ApplicationFailure): { evidence?: string[] } {
 }
 
 export function classifyFailure(err: unknown): Classified {
+  // An attempt that ran as a workflow on its sandbox's host (group.attemptOn 'host') fails with the
+  // class and type of what ended it (workflows/attempt/rolloutAttempt.ts).
+  if (err instanceof ChildWorkflowFailure) {
+    if (err.cause instanceof ApplicationFailure || err.cause instanceof ActivityFailure) return classifyFailure(err.cause);
+    if (err.cause instanceof TimeoutFailure) return { failureClass: 'infra', type: 'worker_lost', message: `attempt workflow ${err.execution.workflowId} ran out of time (its host may be gone)` };
+    return { failureClass: 'infra', type: 'exec_transport', message: `attempt workflow ${err.execution.workflowId} failed: ${err.cause?.message ?? err.message}` };
+  }
   if (err instanceof ActivityFailure) {
     const cause = err.cause;
     if (cause instanceof ApplicationFailure) {

@@ -26,7 +26,7 @@ import { cancelRolloutUpdate, policyVersionSignal, rolloutProgressQuery, type Ro
 import { freshAttemptState, runAgentThenVerify, StaleRestart, type AttemptOutcome, type AttemptState } from './attempt/agentLoop.js';
 import { runAttemptOnHost } from './attempt/attemptOnHost.js';
 import { isAttemptFailureDetails, STALE_RESTART_FAILURE, type AttemptFailureDetails, type AttemptResult, type AttemptTimings } from './attempt/attemptWorkflow.js';
-import { activity, localActivity } from './attempt/callActivity.js';
+import { activity, localActivity, localActivityRunToEnd } from './attempt/callActivity.js';
 import { hostActivities } from './attempt/hostCalls.js';
 import { POLICY_RETRY } from './attempt/nonRetryable.js';
 
@@ -101,7 +101,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   // task times out; the next worker asks again, or returns the answer if it was recorded (policyStep).
   const policyStep =
     group.policyCalls === 'local' && patched('policy-calls-as-local-activities')
-      ? localActivity('policyStep', { startToCloseTimeout: '5 minutes', localRetryThreshold: '10 seconds', retry: policyRetry })
+      ? localActivityRunToEnd('policyStep', { startToCloseTimeout: '5 minutes', localRetryThreshold: '10 seconds', retry: policyRetry })
       : activity('policyStep', {
           taskQueue: group.taskQueues.policy,
           startToCloseTimeout: '5 minutes',

@@ -16,6 +16,7 @@ import { advancePolicyVersion } from '../../client/policyVersion.js';
 import { submitBatch } from '../../client/submitBatch.js';
 import { groupWorkflowId, rolloutWorkflowId } from '../../shared/names.js';
 import type { GroupResult, RolloutResult } from '../../shared/pipeline.js';
+import { localHandle } from '../../shared/sandbox.js';
 import { cancelRolloutUpdate, rolloutProgressQuery } from '../../workflows/definitions.js';
 import { eventually } from '../helpers/eventually.js';
 import { runOneGroup, startHarness, type Harness } from '../helpers/pipelineHarness.js';
@@ -148,4 +149,24 @@ test('attempts on their host: a new policy version reaches the running attempt, 
   const markers = count(await historyOf(stallingAttempt.workflowId)).localSummaries;
   assert.match(markers.at(-1) ?? '', /^teardown sandbox /, `the attempt tore its sandbox down last: ${markers.slice(-2).join(' | ')}`);
   assert.deepEqual(await h.provider.list(), [], 'no sandbox left');
+});
+
+test('attempts on their host: a sandbox killed mid-turn ends the attempt as infra/sandbox_lost, classified through the attempt workflow, and a fresh attempt is scored', { timeout: 300_000 }, async () => {
+  turnOneCommand = 'sleep 20';
+  const batchId = `attempt-host-killed-${Date.now()}`;
+  const batch = await submitBatch(h.client, { batchId, taskQueues: h.taskQueues, tasks: [join(examples, 'write-greeting')], groupSize: 1, minValid: 1, attemptOn: 'host', failurePolicy: { infra: { retries: 1, backoffSec: 1, onExhausted: 'mask' } }, policy: { kind: 'openai', baseUrl: llm.baseUrl, model: 'scripted-model', sampling: { seed: 3 } } });
+  const trajectoryRef = `${batchId}/write-greeting/0`;
+  await eventually(async () => (await h.store.list(trajectoryRef, 'attempt-00/').catch(() => [])).filter((n) => n.endsWith('.policy.json')).length, (n) => n >= 1, 'the first turn answered');
+  await new Promise((r) => setTimeout(r, 1_000));
+  turnOneCommand = 'ls /app'; // the fresh attempt's first turn
+  const alive = await h.provider.list();
+  assert.equal(alive.length, 1, 'one sandbox, in its 20 s command');
+  for (const record of alive) if (record.handle) process.kill(localHandle(record.handle).pid, 'SIGKILL');
+  const groups: GroupResult[] = [];
+  for await (const g of batch.results()) groups.push(g);
+  const r = groups[0]?.rollouts[0] as RolloutResult;
+  assert.deepEqual([r.reward, r.outcomeClass, r.attempts], [1, 'ok', 2], JSON.stringify(r.attemptHistory));
+  assert.equal(`${r.attemptHistory[0]?.outcomeClass}/${r.attemptHistory[0]?.outcomeType}`, 'infra/sandbox_lost', r.attemptHistory[0]?.message);
+  assert.equal(r.attemptHistory[0]?.turns, 0, 'the failed attempt had finished no turn');
+  assert.deepEqual(await h.provider.list(), [], 'both sandboxes torn down');
 });

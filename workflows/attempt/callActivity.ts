@@ -3,7 +3,7 @@
  * Temporal UI shows for that call (`turn 7: bash: pytest -x`), as a task on a queue or as a
  * local activity of the calling workflow's worker (a marker in the history, with its summary).
  */
-import { proxyActivities, proxyLocalActivities, type ActivityOptions, type LocalActivityOptions } from '@temporalio/workflow';
+import { CancellationScope, proxyActivities, proxyLocalActivities, type ActivityOptions, type LocalActivityOptions } from '@temporalio/workflow';
 import type { PipelineActivities } from '../../activities/createActivities.js';
 
 export type Activities = PipelineActivities;
@@ -23,4 +23,22 @@ export function localActivity<K extends ActivityName>(name: K, options: LocalAct
     executeWithOptions(options: LocalActivityOptions, args: Parameters<Activities[K]>): Promise<Awaited<ReturnType<Activities[K]>>>;
   };
   return (summary, ...args) => fn.executeWithOptions({ ...options, summary }, args);
+}
+
+/**
+ * A local activity the workflow never cancels while it runs: a cancel of the calling scope takes
+ * effect before the call starts or once it has ended. Its worker runs it to its end anyway (it also
+ * cancels it when it evicts the run, and a cut command could have done its work without its record:
+ * activities/heartbeats.ts); a cancel sent to a call that then completes would reach core's
+ * state machine after the call was resolved as cancelled.
+ */
+export function localActivityRunToEnd<K extends ActivityName>(name: K, options: LocalActivityOptions): SummarizedCall<K> {
+  const call = localActivity(name, options);
+  return async (summary: string, ...args: Parameters<Activities[K]>): Promise<Awaited<ReturnType<Activities[K]>>> => {
+    const scope = CancellationScope.current();
+    if (scope.consideredCancelled) await scope.cancelRequested;
+    const result = await CancellationScope.nonCancellable<Awaited<ReturnType<Activities[K]>>>(() => call(summary, ...args));
+    if (scope.consideredCancelled) await scope.cancelRequested;
+    return result;
+  };
 }

@@ -5,7 +5,7 @@
  */
 import type { ProvisionOutput } from '../../activities/createActivities.js';
 import { HEARTBEAT_TIMEOUT } from '../heartbeatTimeout.js';
-import { activity, localActivity, type SummarizedCall } from './callActivity.js';
+import { activity, localActivityRunToEnd as localActivity, type SummarizedCall } from './callActivity.js';
 import { NON_RETRYABLE } from './nonRetryable.js';
 
 export interface HostCalls {

@@ -17,7 +17,7 @@ import { classifyFailure } from '../classifyFailure.js';
 import { policyVersionSignal, rolloutProgressQuery, type RolloutProgress } from '../definitions.js';
 import { freshAttemptState, runAgentThenVerify, StaleRestart, type AttemptOutcome } from './agentLoop.js';
 import { STALE_RESTART_FAILURE, type AttemptFailureDetails, type AttemptInput, type AttemptResult, type AttemptTimings } from './attemptWorkflow.js';
-import { localActivity } from './callActivity.js';
+import { localActivityRunToEnd } from './callActivity.js';
 import { hostLocalActivities } from './hostCalls.js';
 import { POLICY_RETRY } from './nonRetryable.js';
 
@@ -50,7 +50,7 @@ export async function rolloutAttempt(input: AttemptInput): Promise<AttemptResult
       trajectoryRef,
       sandbox: p,
       policyName,
-      policyStep: localActivity('policyStep', { startToCloseTimeout: '5 minutes', localRetryThreshold: '10 seconds', retry: POLICY_RETRY }),
+      policyStep: localActivityRunToEnd('policyStep', { startToCloseTimeout: '5 minutes', localRetryThreshold: '10 seconds', retry: POLICY_RETRY }),
       host,
       policyVersion: () => policyVersion,
       staleRestartReason: (oldest) =>
