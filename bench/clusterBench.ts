@@ -16,6 +16,7 @@ import { freePort, startDevServer } from '../workers/temporalDevServer.js';
 import { CgroupCpu } from './cgroupCpu.js';
 import { CleanupStack } from './cleanupStack.js';
 import { keepWal } from './pgCounters.js';
+import type { Placement } from './context.js';
 import { BENCH_GROUP, HOSTS_GROUP, runConfig, type ConfigEnv, type ConfigResult, type ConfigSpec, type ServerUnderTest } from './clusterConfigRun.js';
 import { benchPolicy, startBenchPolicyServer, TURNS } from './workload.js';
 
@@ -59,7 +60,7 @@ export function parseClusterConfigs(s: string): ClusterConfigName[] {
 /** The cgroups of the cluster's processes: PostgreSQL, then the Temporal services by their names in LocalTemporalCluster. */
 const clusterComponents = (historyProcesses: number): string[] => ['postgres', 'frontend', ...Array.from({ length: historyProcesses }, (_, i) => `history-${i + 1}`), 'matching', 'worker'];
 
-export async function runClusterBench(ctx: { scratch: string; taskDirs: string[]; log: (line: string) => void }, options: ClusterBenchOptions): Promise<ClusterBenchResult> {
+export async function runClusterBench(ctx: { scratch: string; taskDirs: string[]; log: (line: string) => void; placement?: Placement }, options: ClusterBenchOptions): Promise<ClusterBenchResult> {
   const cleanup = new CleanupStack();
   const dir = join(ctx.scratch, 'cluster-bench');
   mkdirSync(dir, { recursive: true });
@@ -88,6 +89,7 @@ export async function runClusterBench(ctx: { scratch: string; taskDirs: string[]
       cleanup,
       policy: benchPolicy(policyServer),
       warmPolicy: benchPolicy(warmServer),
+      ...(ctx.placement ? { placement: ctx.placement } : {}),
       policyEndpoints: [policyServer, warmServer].map((s) => ({ host: '127.0.0.1', port: Number(new URL(s.baseUrl).port) })),
       log: ctx.log,
     };

@@ -11,6 +11,7 @@
  */
 import { Client, Connection } from '@temporalio/client';
 import { submitBatch } from '../client/submitBatch.js';
+import type { Placement } from './context.js';
 import type { GroupResult, PolicyConfig, RolloutResult } from '../shared/pipeline.js';
 import { summarize, type Summary } from '../shared/stats.js';
 import { countLeaks } from '../test/faults/faultKit.js';
@@ -48,6 +49,8 @@ export interface ConfigEnv {
   /** The policy endpoints a netns host must reach (the frontend is added per server). */
   policyEndpoints: Reachable[];
   log: (line: string) => void;
+  /** group.policyCalls and group.attemptOn of the batches (--policy-calls, --attempt-on). */
+  placement?: Placement;
 }
 
 export interface ConfigSpec {
@@ -198,7 +201,7 @@ export async function runConfig(env: ConfigEnv, server: ServerUnderTest, spec: C
     if (failed) throw new Error(`a worker host of ${spec.label} did not start: ${failed.reason instanceof Error ? failed.reason.message : String(failed.reason)}`);
     const taskQueues = { main: queuePrefix, policy: `${queuePrefix}-policy` };
     env.log(`  ${spec.label}: ${hosts.length} worker host(s) up (${hosts[0]?.kind}); warm-up group`);
-    const warm = await collect(client, { batchId: `${queuePrefix}-warmup`, tasks: env.taskDirs.slice(0, 1), groupSize: Math.max(2, spec.hosts), minValid: 1, policy: env.warmPolicy, taskQueues });
+    const warm = await collect(client, { batchId: `${queuePrefix}-warmup`, tasks: env.taskDirs.slice(0, 1), groupSize: Math.max(2, spec.hosts), minValid: 1, policy: env.warmPolicy, taskQueues, ...env.placement });
     for (const g of warm) if (g.status !== 'complete') throw new Error(`warm-up group of ${spec.label} ${g.status}: ${g.statusReason}`);
 
     await sleep(spec.settleMs);
@@ -221,6 +224,7 @@ export async function runConfig(env: ConfigEnv, server: ServerUnderTest, spec: C
       minValid: 1,
       policy: env.policy,
       taskQueues,
+      ...env.placement,
       // The benchmark counts errors; it must not hide them behind retries.
       failurePolicy: { infra: { retries: 0, backoffSec: 1, onExhausted: 'mask' } },
     });

@@ -7,7 +7,7 @@
  *   --delay-ms 2000            policy latency of sections 3 and 4
  *   --setup defaults           worker setup of sections 2-4 (bench/concurrency.ts SETUPS)
  *   --policy-calls queue|local where sections 2-4 run each turn's policy call (group.policyCalls; default queue)
- *   --attempt-on workflow|host where sections 2-4 run each attempt's agent loop (group.attemptOn; default workflow)
+ *   --attempt-on workflow|host where sections 2-4 and cluster run each attempt's agent loop (group.attemptOn; default workflow)
  *   --sweep before,split       more setups to compare in section 3
  *   --deadline-min 6           a section 3/4 run still open after this is cut off and projected
  *   --db memory|file           the dev server's SQLite
@@ -237,7 +237,7 @@ try {
     `the production topology: dev server against the real cluster with 1-3 worker hosts (policy latency ${values['cluster-delay-ms']} ms)`,
     () =>
       runClusterBench(
-        { scratch, taskDirs, log },
+        { scratch, taskDirs, log, ...(Object.keys(placement).length > 0 ? { placement } : {}) },
         {
           configs: clusterConfigs,
           groups: Number(values['cluster-groups']),

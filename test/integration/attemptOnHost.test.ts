@@ -13,6 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { temporal } from '@temporalio/proto';
 import { advancePolicyVersion } from '../../client/policyVersion.js';
+import { readRolloutState } from '../../client/show/readRolloutState.js';
 import { submitBatch } from '../../client/submitBatch.js';
 import { groupWorkflowId, rolloutWorkflowId } from '../../shared/names.js';
 import type { GroupResult, RolloutResult } from '../../shared/pipeline.js';
@@ -139,6 +140,10 @@ test('attempts on their host: a new policy version reaches the running attempt, 
   const running = await eventually(() => target.query(rolloutProgressQuery).catch(() => undefined), (p) => p?.attemptWorkflowId !== undefined, 'the stalling attempt started');
   const stallingAttempt = h.client.workflow.getHandle(running?.attemptWorkflowId ?? '');
   await eventually(() => stallingAttempt.query(rolloutProgressQuery).catch(() => undefined), (p) => (p?.turn ?? 0) >= 2, 'the stalling attempt past turn 2');
+  // rollout show/status: the rollout's own progress knows no turn; the attempt workflow's does.
+  const shown = await readRolloutState(h.client, target.workflowId, 'the test server');
+  assert.equal(shown.progress?.attemptWorkflowId, stallingAttempt.workflowId);
+  assert.ok((shown.progress?.turn ?? 0) >= 2 && shown.progress?.stage === 'agent', `rollout status shows the attempt's turn: ${JSON.stringify(shown.progress)}`);
   const accepted = await target.executeUpdate(cancelRolloutUpdate, { args: [{ reason: 'operator test: looping on the host' }] });
   assert.equal(accepted.accepted, true);
   const out: GroupResult[] = [];
