@@ -23,7 +23,7 @@ import { ROLLOUT_ATTEMPTS, ROLLOUT_OUTCOME, ROLLOUT_OUTCOME_CLASS, ROLLOUT_REWAR
 import { classifyFailure, hostUnreachable } from './classifyFailure.js';
 import { HEARTBEAT_TIMEOUT } from './heartbeatTimeout.js';
 import { cancelRolloutUpdate, policyVersionSignal, rolloutProgressQuery, type RolloutProgress } from './definitions.js';
-import { freshAttemptState, runAgentThenVerify, StaleRestart, type AttemptOutcome, type AttemptState } from './attempt/agentLoop.js';
+import { freshAttemptState, runAgentThenVerify, StaleRestart, staleRestartReason, type AttemptOutcome, type AttemptState } from './attempt/agentLoop.js';
 import { runAttemptOnHost } from './attempt/attemptOnHost.js';
 import { isAttemptFailureDetails, STALE_RESTART_FAILURE, type AttemptFailureDetails, type AttemptResult, type AttemptTimings } from './attempt/attemptWorkflow.js';
 import { activity, localActivity, localActivityRunToEnd } from './attempt/callActivity.js';
@@ -202,10 +202,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
         policyStep,
         host,
         policyVersion: () => policyVersion,
-        staleRestartReason: (oldest) =>
-          staleness.onStale === 'restart' && staleness.maxStaleness !== undefined && policyVersion - oldest > staleness.maxStaleness && mayRestartStale
-            ? `policy version ${policyVersion} is ${policyVersion - oldest} ahead of this attempt's oldest turn (version ${oldest}), past maxStaleness ${staleness.maxStaleness}: restarted at version ${policyVersion}`
-            : null,
+        staleRestartReason: (oldest) => staleRestartReason(staleness, policyVersion, oldest, mayRestartStale),
         progress,
         showProgress,
         timings,

@@ -61,6 +61,15 @@ export interface AgentLoopInput {
   state: AttemptState;
 }
 
+/**
+ * Why an attempt must restart at the current policy version (staleness.onStale 'restart'), given its
+ * oldest turn's version; null to go on. `mayRestart` is false once the rollout used up its restarts.
+ */
+export function staleRestartReason(staleness: NonNullable<RolloutInput['group']['staleness']> | undefined, current: number, oldest: number, mayRestart: boolean): string | null {
+  if (staleness?.onStale !== 'restart' || staleness.maxStaleness === undefined || !mayRestart || current - oldest <= staleness.maxStaleness) return null;
+  return `policy version ${current} is ${current - oldest} ahead of this attempt's oldest turn (version ${oldest}), past maxStaleness ${staleness.maxStaleness}: restarted at version ${current}`;
+}
+
 export function freshAttemptState(attempt: number): AttemptState {
   return { attemptVersions: [], tokenIntegrity: { status: 'missing', attempt, turns: 0, reason: 'the attempt has no policy turns' }, tornDown: false };
 }

@@ -15,7 +15,7 @@
 import { ApplicationFailure, CancellationScope, isCancellation, log, setCurrentDetails, setHandler } from '@temporalio/workflow';
 import { classifyFailure } from '../classifyFailure.js';
 import { policyVersionSignal, rolloutProgressQuery, type RolloutProgress } from '../definitions.js';
-import { freshAttemptState, runAgentThenVerify, StaleRestart, type AttemptOutcome } from './agentLoop.js';
+import { freshAttemptState, runAgentThenVerify, StaleRestart, staleRestartReason, type AttemptOutcome } from './agentLoop.js';
 import { STALE_RESTART_FAILURE, type AttemptFailureDetails, type AttemptInput, type AttemptResult, type AttemptTimings } from './attemptWorkflow.js';
 import { localActivityRunToEnd } from './callActivity.js';
 import { hostLocalActivities } from './hostCalls.js';
@@ -53,10 +53,7 @@ export async function rolloutAttempt(input: AttemptInput): Promise<AttemptResult
       policyStep: localActivityRunToEnd('policyStep', { startToCloseTimeout: '5 minutes', localRetryThreshold: '10 seconds', retry: POLICY_RETRY }),
       host,
       policyVersion: () => policyVersion,
-      staleRestartReason: (oldest) =>
-        staleness.onStale === 'restart' && staleness.maxStaleness !== undefined && policyVersion - oldest > staleness.maxStaleness && input.mayRestartStale
-          ? `policy version ${policyVersion} is ${policyVersion - oldest} ahead of this attempt's oldest turn (version ${oldest}), past maxStaleness ${staleness.maxStaleness}: restarted at version ${policyVersion}`
-          : null,
+      staleRestartReason: (oldest) => staleRestartReason(staleness, policyVersion, oldest, input.mayRestartStale),
       progress,
       showProgress,
       timings,
