@@ -13,7 +13,7 @@ import { ClassifiedError, failureName } from '../shared/failures.js';
 import { hostTaskQueue } from '../shared/names.js';
 import type { ExperimentRecord, ResolvedGroupInput, ResolvedPolicyConfig } from '../shared/pipeline.js';
 import { withNetwork } from './tasks/taskNetwork.js';
-import type { EnforcedLimits, SandboxHandle, SandboxProvider, TeardownReport } from '../shared/sandbox.js';
+import type { EnforcedLimits, SandboxHandle, SandboxProvider, SandboxStateDigest, TeardownReport } from '../shared/sandbox.js';
 import type { LoadedTask, TaskRef, TaskRequest } from '../shared/task.js';
 import { TOOL_SCHEMAS } from '../shared/tools.js';
 import { loadConversation, metaName, policyName, SYSTEM_PROMPT, toolName, type AttemptMeta, type PolicyTurnRecord, type ToolTurnRecord } from './agent/conversation.js';
@@ -28,6 +28,7 @@ import { pipelineMetrics, type PipelineMetrics } from './pipelineMetrics.js';
 import { parseToolCall, summarizeToolCall } from './agent/toolArguments.js';
 import { pipelineVersion } from './pipelineVersion.js';
 import { reapSandboxes, type OwnerStatus, type ReapReport } from './reaper/reapSandboxes.js';
+import { restoreTurns, type RestoreTurnsInput, type RestoreTurnsOutput } from './resume/restoreTurns.js';
 import { OpenAIPolicy } from './policies/openaiPolicy.js';
 import { TokenLevelPolicy } from './policies/tokens/tokenLevelPolicy.js';
 import { turnIntegrity, type TurnTokenStatus } from './policies/tokens/turnIntegrity.js';
@@ -113,6 +114,8 @@ export interface ToolStepInput {
   commandTimeoutSec: number;
   maxOutputBytes: number;
   remainingMs: number;
+  /** Keep the digest of the sandbox's files after the call with its record (failurePolicy.resume 'replay'). */
+  recordState?: boolean;
 }
 
 /** The tool calls of one turn (callIndexes into the policy's answer, in order) run as one activity. */
@@ -308,10 +311,23 @@ export function createActivities(deps: ActivityDeps) {
     });
     const durationMs = performance.now() - started;
     metrics.toolCall(outcome.name, durationMs);
+    // What the call left in the sandbox, for a replay of it to be checked against (activities/resume/).
+    const state = input.recordState && deps.provider.stateDigest ? await stateAfterCall(input.handle, name) : undefined;
     activityLog(deps.logger, input).debug({ call: summarizeToolCall(call), exitCode: outcome.exitCode, timedOut: outcome.timedOut, durationMs: Math.round(durationMs) }, 'tool call');
-    const record: ToolTurnRecord = { turn: input.turn, callIndex: input.callIndex, ...outcome, clock: { stepStartedAt, callStartedAt, callEndedAt: callStartedAt + durationMs } };
+    const record: ToolTurnRecord = { turn: input.turn, callIndex: input.callIndex, ...outcome, clock: { stepStartedAt, callStartedAt, callEndedAt: callStartedAt + durationMs }, ...(state ? { state } : {}) };
     await deps.store.put(input.trajectoryRef, name, record);
     return { name: outcome.name, summary: summarizeToolCall(call), exitCode: outcome.exitCode, malformed: outcome.malformed, timedOut: outcome.timedOut };
+  };
+
+  /** The sandbox's state digest; a sandbox gone is infra as for the call, another failure leaves the call without one (its replay is then checked by exit code). */
+  const stateAfterCall = async (handle: SandboxHandle, name: string): Promise<SandboxStateDigest | undefined> => {
+    try {
+      return await deps.provider.stateDigest?.(handle);
+    } catch (err) {
+      if (err instanceof ClassifiedError) throw err;
+      deps.logger.warn({ sandbox: handle.id, call: name, error: String(err) }, 'could not digest the sandbox state after a call; its replay will be checked by exit code only');
+      return undefined;
+    }
   };
 
   const verifyAttempt = async (input: VerifyInput): Promise<VerifyOutput> => {
@@ -425,6 +441,7 @@ export function createActivities(deps: ActivityDeps) {
           workerIdentity: deps.workerIdentity,
           sandboxProvider: deps.provider.name,
           network: task.network,
+          resume: input.group.failurePolicy.resume ?? 'restart',
         },
       };
     },
@@ -453,6 +470,20 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     verifyAttempt: (input: VerifyInput): Promise<VerifyOutput> => verifyAttempt(input),
+
+    /**
+     * Resume (failurePolicy.resume 'replay'): brings a fresh sandbox to where an earlier attempt's last
+     * finished turn left its own, by replaying its tool calls, and takes those turns over into this
+     * attempt (activities/resume/restoreTurns.ts). Heartbeats while it replays.
+     */
+    restoreTurns: (input: RestoreTurnsInput): Promise<RestoreTurnsOutput> =>
+      withHeartbeats(async (signal) => {
+        const out = await restoreTurns(deps.provider, deps.store, input, signal);
+        const log = activityLog(deps.logger, { trajectoryRef: input.trajectoryRef, attempt: input.toAttempt });
+        if (out.status === 'restored') log.info({ fromAttempt: input.fromAttempt, turns: out.prefix.turns, replayedCalls: out.prefix.replayedCalls, replayMs: Math.round(out.prefix.replayMs), drift: out.prefix.drift }, 'turns restored by replay');
+        else if (out.status === 'diverged') log.warn({ divergence: out.divergence }, 'the replay diverged: the attempt starts at turn 0');
+        return out;
+      }),
 
     /**
      * The verdict and then the teardown, in one activity on the sandbox's host: one server round trip

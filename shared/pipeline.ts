@@ -156,6 +156,14 @@ export const FailurePolicySchema = z
     model: z.enum(['score', 'mask']).default('score'),
     task: z.enum(['fail_group', 'mask']).default('fail_group'),
     /**
+     * After an infra failure at turn k: `replay` continues the next attempt at turn k on its fresh sandbox,
+     * restored by replaying the recorded tool calls of turns 0..k-1 and checked call by call (exit codes,
+     * and the digest of the sandbox's files each call left, recorded as the attempt runs); turns already
+     * done are not generated again. A replay that diverges falls back to turn 0 and says where.
+     * `restart`: every attempt starts at turn 0 (no digests are recorded).
+     */
+    resume: z.enum(['replay', 'restart']).default('restart'),
+    /**
      * The reward of a failed attempt: what an attempt gets whose end failure attribution laid on the
      * agent (model/verifier_blocked, model/sandbox_killed, ...: it made verification impossible).
      */
@@ -167,7 +175,7 @@ export const FailurePolicySchema = z
     maxMaskedFraction: z.number().min(0).max(1).default(0.5),
   })
   .strict();
-export const DEFAULT_FAILURE_POLICY: FailurePolicy = { infra: { retries: 2, backoffSec: 1, onExhausted: 'mask' }, model: 'score', task: 'fail_group', failedAttemptReward: 0, maxMaskedFraction: 0.5 };
+export const DEFAULT_FAILURE_POLICY: FailurePolicy = { infra: { retries: 2, backoffSec: 1, onExhausted: 'mask' }, model: 'score', task: 'fail_group', resume: 'restart', failedAttemptReward: 0, maxMaskedFraction: 0.5 };
 export type FailurePolicy = z.output<typeof FailurePolicySchema>;
 
 /**
@@ -298,6 +306,8 @@ export interface ExperimentRecord {
   workerBuild?: WorkerBuild | null;
   /** What the rollout's sandbox could reach and which setting said so (absent in records from before it was recorded). */
   network?: TaskNetwork;
+  /** failurePolicy.resume: how an attempt after an infra failure began (absent in records from before it was recorded). */
+  resume?: FailurePolicy['resume'];
 }
 
 /** `cancelled`: an operator cancelled the rollout (cancelRollout update); it has no reward and is not valid. */
@@ -312,6 +322,38 @@ export interface AttemptSummary {
   turns: number;
   /** What failure attribution found (the control, how the sandbox died, the host's health), when it ran. */
   evidence?: string[];
+  /** The turns this attempt took over from an earlier one instead of generating them again (failurePolicy.resume 'replay'). */
+  resumed?: ResumedTurns;
+  /** A resume that was tried and refused: where the replay diverged; the attempt started again at turn 0. */
+  divergence?: ReplayDivergence;
+}
+
+/** How an attempt came to start at a later turn: which attempt's turns it took over, and how its sandbox was restored. */
+export interface ResumedTurns {
+  fromAttempt: number;
+  /** Turns 0..turns-1 were taken over; the attempt's own work began at this turn. */
+  turns: number;
+  /** The answer of the turn the earlier attempt was in when it failed was taken over too (no model call for it either). */
+  nextTurnAnswered: boolean;
+  method: 'replay';
+  /** Tool calls replayed into the fresh sandbox, and the time that took. */
+  replayedCalls: number;
+  replayMs: number;
+  /** Whether each replayed call's state digest was compared (false: the provider has none; exit codes only). */
+  stateChecked: boolean;
+  /** Replayed calls whose output differed from the recorded one in text only (a time, a duration): kept as recorded. */
+  drift: number;
+}
+
+/** The first replayed call that did not do what the recorded one did. */
+export interface ReplayDivergence {
+  fromAttempt: number;
+  turn: number;
+  callIndex: number;
+  /** What differed: the exit code, or the areas of the sandbox whose files differ. */
+  what: string;
+  replayedCalls: number;
+  replayMs: number;
 }
 
 export interface RolloutResult {

@@ -213,6 +213,21 @@ export interface SandboxLossEvidence {
   initEnd: { kind: 'signal'; signal: string } | { kind: 'exit'; status: number } | null;
 }
 
+/**
+ * What a sandbox's writable state is, as a digest: every file the agent can have changed (path, type,
+ * permission bits, owner, content; never times). Two sandboxes with equal digests hold the same files.
+ */
+export interface SandboxStateDigest {
+  /** sha256 over every entry, sorted by path. */
+  digest: string;
+  /** A short digest per area (a path of up to three components, e.g. /app/out.txt or /usr/lib/python3): says where two states differ. */
+  areas: Record<string, string>;
+  /** Entries (files, directories, links, deletions) counted. */
+  files: number;
+  /** Bytes of file content counted. */
+  bytes: number;
+}
+
 export interface SandboxProvider {
   readonly name: string;
   provision(spec: SandboxSpec): Promise<ProvisionResult>;
@@ -252,6 +267,11 @@ export interface SandboxProvider {
    * the check then says it could not tell.
    */
   disconnectNetwork?(handle: SandboxHandle): Promise<void>;
+  /**
+   * The digest of the sandbox's writable state (SandboxStateDigest), read without running anything in
+   * it. Optional: resume then checks a replayed turn by its exit codes alone, and says so.
+   */
+  stateDigest?(handle: SandboxHandle): Promise<SandboxStateDigest>;
   /**
    * Releases what the provider keeps for later (the local provider's pool of ready sandboxes): called
    * once at worker shutdown, after the last activity. Optional: nothing to release.

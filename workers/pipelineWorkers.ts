@@ -182,6 +182,7 @@ export async function createPipelineWorkers(options: PipelineWorkerOptions): Pro
         verifyAttempt: activities.verifyAttempt,
         verifyThenTeardown: activities.verifyThenTeardown,
         teardownSandbox: activities.teardownSandbox,
+        restoreTurns: activities.restoreTurns,
         reapSandboxes: activities.reapSandboxes,
         policyStep: activities.policyStep,
       },

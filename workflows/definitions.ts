@@ -6,7 +6,7 @@ import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import type { AttemptSummary } from '../shared/pipeline.js';
 
 export interface RolloutProgress {
-  stage: 'starting' | 'provisioning' | 'agent' | 'verifying' | 'tearing-down' | 'backoff' | 'done';
+  stage: 'starting' | 'provisioning' | 'restoring' | 'agent' | 'verifying' | 'tearing-down' | 'backoff' | 'done';
   attempt: number;
   turn: number;
   lastAction: string;

@@ -28,6 +28,8 @@ import { runAttemptOnHost } from './attempt/attemptOnHost.js';
 import { isAttemptFailureDetails, STALE_RESTART_FAILURE, type AttemptFailureDetails, type AttemptResult, type AttemptTimings } from './attempt/attemptWorkflow.js';
 import { activity, localActivity, localActivityRunToEnd } from './attempt/callActivity.js';
 import { hostActivities } from './attempt/hostCalls.js';
+import type { ProvisionOutput } from '../activities/createActivities.js';
+import type { RestoredPrefix } from '../activities/resume/restoreTurns.js';
 import { POLICY_RETRY } from './attempt/nonRetryable.js';
 
 /** Thrown instead of starting an attempt once an operator cancelled the rollout. */
@@ -63,6 +65,15 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   let attemptState: AttemptState = freshAttemptState(0);
   /** The attempt workflow running on the sandbox's host (group.attemptOn 'host'), told of new policy versions. */
   let attemptChildId: string | null = null;
+  /** failurePolicy.resume 'replay': the attempt whose finished turns the next attempt takes over (null: turn 0). */
+  let resumeFrom: number | null = null;
+  /** How the running attempt began (taken over turns, or a replay that diverged), for its summary. */
+  let attemptResume: Pick<AttemptSummary, 'resumed' | 'divergence'> = {};
+  /** The running attempt got past provisioning (and restoring): it may have recorded turns. */
+  let reachedAgent = false;
+  const summarize = (summary: AttemptSummary): void => {
+    history.push({ ...summary, ...attemptResume });
+  };
 
   // An operator's cancel stops the running attempt (its scope), never the teardown.
   let cancelReason: string | null = null;
@@ -144,27 +155,64 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
     delete progress.attemptWorkflowId;
     attemptState = freshAttemptState(attempt);
     showProgress();
-    const p = await provisionSandbox(`provision ${attempt === 0 ? '' : 'fresh '}local sandbox (attempt ${attempt + 1})`, { group, workflowId: info.workflowId, runId: info.runId, index, attempt, trajectoryRef });
-    timings.provisionMs += p.provisionMs;
-    // Queue: from the rollout's start until a worker had its first sandbox, less the provisioning itself.
-    if (attempt === 0) timings.queueMs = Math.max(0, Date.now() - startedAt - p.provisionMs);
-    // The build that runs this workflow (Worker Versioning pins it to the one it started on); replay-safe.
-    const version = workflowInfo().currentDeploymentVersion;
-    // An unversioned worker reports no deployment (its SDK-made build id has an empty deployment name): null.
-    experiment = { ...p.experiment, workerBuild: version?.deploymentName ? { deploymentName: version.deploymentName, buildId: version.buildId } : null };
-    const host = hostActivities(p, group.limits.commandTimeoutSec);
+    const provision = async (fresh: boolean): Promise<ProvisionOutput> => {
+      const out = await provisionSandbox(`provision ${fresh ? 'fresh ' : ''}local sandbox (attempt ${attempt + 1})`, { group, workflowId: info.workflowId, runId: info.runId, index, attempt, trajectoryRef });
+      timings.provisionMs += out.provisionMs;
+      // Queue: from the rollout's start until a worker had its first sandbox, less the provisioning itself.
+      if (attempt === 0 && !fresh) timings.queueMs = Math.max(0, Date.now() - startedAt - out.provisionMs);
+      // The build that runs this workflow (Worker Versioning pins it to the one it started on); replay-safe.
+      const version = workflowInfo().currentDeploymentVersion;
+      // An unversioned worker reports no deployment (its SDK-made build id has an empty deployment name): null.
+      experiment = { ...out.experiment, workerBuild: version?.deploymentName ? { deploymentName: version.deploymentName, buildId: version.buildId } : null };
+      return out;
+    };
+    let p = await provision(attempt !== 0);
+    let host = hostActivities(p, group.limits.commandTimeoutSec);
     let hostGone = false;
     const state = attemptState;
     const mayRestartStale = staleRestarts < MAX_STALE_RESTARTS;
 
     try {
+      // ---- resume (failurePolicy.resume 'replay'): the earlier attempt's finished turns, replayed into this sandbox ----
+      let resumed: RestoredPrefix | undefined;
+      if (resumeFrom !== null && group.failurePolicy.resume === 'replay') {
+        const from = resumeFrom;
+        progress.stage = 'restoring';
+        showProgress();
+        const restored = await host.restoreTurns(`restore the turns of attempt ${from + 1} by replay into sandbox ${p.handle.id}`, {
+          handle: p.handle,
+          trajectoryRef,
+          fromAttempt: from,
+          toAttempt: attempt,
+          workdir: p.workdir,
+          commandTimeoutSec: group.limits.commandTimeoutSec,
+          maxOutputBytes: group.limits.maxOutputBytes,
+          scripted: group.policy.kind === 'scripted',
+        });
+        if (restored.status === 'restored') {
+          resumed = restored.prefix;
+          const x = restored.prefix;
+          attemptResume.resumed = { fromAttempt: x.fromAttempt, turns: x.turns, nextTurnAnswered: x.nextTurnAnswered, method: x.method, replayedCalls: x.replayedCalls, replayMs: x.replayMs, stateChecked: x.stateChecked, drift: x.drift };
+        } else if (restored.status === 'diverged') {
+          // Not the same environment: nothing is taken over, and a sandbox holding part of a replay is no
+          // start for turn 0. Later attempts do not try that attempt's turns again.
+          attemptResume.divergence = restored.divergence;
+          resumeFrom = null;
+          log.warn('the replay diverged: the attempt starts at turn 0 on a fresh sandbox', { rollout: index, attempt, divergence: restored.divergence });
+          await tearDown();
+          p = await provision(true);
+          host = hostActivities(p, group.limits.commandTimeoutSec);
+        }
+      }
+      // From here on the attempt may record turns: a later attempt can take them over.
+      reachedAgent = true;
       // group.attemptOn 'host': the attempt runs as a workflow on the sandbox's host, its calls local there.
       if (group.attemptOn === 'host' && patched('attempt-as-child-on-host-queue')) {
         progress.stage = 'agent';
         showProgress();
         let done: AttemptResult;
         try {
-          done = await runAttemptOnHost({ group, index, attempt, trajectoryRef, sandbox: p, policyVersion, mayRestartStale, rolloutWorkflowId: info.workflowId }, (childId) => {
+          done = await runAttemptOnHost({ group, index, attempt, trajectoryRef, sandbox: p, policyVersion, mayRestartStale, rolloutWorkflowId: info.workflowId, ...(resumed ? { resumed } : {}) }, (childId) => {
             attemptChildId = childId;
             progress.attemptWorkflowId = childId;
             showProgress();
@@ -180,6 +228,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
           // An attempt workflow that ran to its end (failed or cancelled) tore its sandbox down; one that timed out,
           // never started or whose host is gone did not (the rollout schedules the teardown then).
           state.tornDown = err instanceof ChildWorkflowFailure && !(err.cause instanceof TimeoutFailure);
+          reachedAgent = true;
           if (err instanceof ChildWorkflowFailure && err.cause instanceof ApplicationFailure && err.cause.type === STALE_RESTART_FAILURE) throw new StaleRestart(err.cause.message);
           throw err;
         } finally {
@@ -210,6 +259,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
           totalTurns += turns;
         },
         state,
+        ...(resumed ? { resumed } : {}),
       });
     } catch (err) {
       hostGone = hostUnreachable(err);
@@ -243,25 +293,29 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   const maxAttempts = 1 + group.failurePolicy.infra.retries;
   let result: RolloutResult;
   for (let attempt = 0; ; attempt++) {
+    attemptResume = {};
+    reachedAgent = false;
     try {
       if (cancelReason !== null) throw new CancelledByOperator();
       const scope = new CancellationScope();
       attemptScope = scope;
       const outcome = await scope.run(() => runAttempt(attempt));
-      history.push({ attempt, outcomeClass: outcome.outcomeClass, outcomeType: outcome.outcomeType, message: outcome.message, reward: outcome.reward, turns: outcome.turns });
+      summarize({ attempt, outcomeClass: outcome.outcomeClass, outcomeType: outcome.outcomeType, message: outcome.message, reward: outcome.reward, turns: outcome.turns });
       const valid = outcome.outcomeClass === 'ok' || group.failurePolicy.model === 'score';
       result = finish(outcome.reward, valid, outcome.outcomeClass, outcome.outcomeType, attempt + 1);
       break;
     } catch (err) {
       if (cancelReason !== null && (isCancellation(err) || err instanceof CancelledByOperator)) {
-        history.push({ attempt, outcomeClass: 'cancelled', outcomeType: 'operator', message: cancelReason, reward: null, turns: progress.turn });
+        summarize({ attempt, outcomeClass: 'cancelled', outcomeType: 'operator', message: cancelReason, reward: null, turns: progress.turn });
         result = finish(null, false, 'cancelled', 'operator', attempt + 1);
         break;
       }
       if (isCancellation(err)) throw err;
       if (err instanceof StaleRestart) {
         staleRestarts++;
-        history.push({ attempt, outcomeClass: 'cancelled', outcomeType: 'stale_restart', message: err.message, reward: null, turns: progress.turn });
+        // Restarted to sample at the newer version: nothing of this attempt is taken over.
+        resumeFrom = null;
+        summarize({ attempt, outcomeClass: 'cancelled', outcomeType: 'stale_restart', message: err.message, reward: null, turns: progress.turn });
         log.info('attempt restarted at a newer policy version', { rollout: index, attempt, message: err.message });
         continue;
       }
@@ -270,16 +324,18 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
       // impossible. Scored as a failed attempt, never retried, never masked unless the policy masks model.
       if (c.failureClass === 'model' && patched('attributed-model-failures')) {
         const reward = group.failurePolicy.failedAttemptReward ?? 0;
-        history.push({ attempt, outcomeClass: 'model', outcomeType: c.type, message: c.message, reward, turns: progress.turn, ...(c.evidence ? { evidence: c.evidence } : {}) });
+        summarize({ attempt, outcomeClass: 'model', outcomeType: c.type, message: c.message, reward, turns: progress.turn, ...(c.evidence ? { evidence: c.evidence } : {}) });
         log.warn('attempt failed: attributed to the agent', { rollout: index, attempt, type: c.type, message: c.message, evidence: c.evidence });
         progress.reward = reward;
         result = finish(reward, group.failurePolicy.model === 'score', 'model', c.type, attempt + 1, c.evidence);
         break;
       }
-      history.push({ attempt, outcomeClass: c.failureClass, outcomeType: c.type, message: c.message, reward: null, turns: progress.turn, ...(c.evidence ? { evidence: c.evidence } : {}) });
+      summarize({ attempt, outcomeClass: c.failureClass, outcomeType: c.type, message: c.message, reward: null, turns: progress.turn, ...(c.evidence ? { evidence: c.evidence } : {}) });
       log.warn('attempt failed', { rollout: index, attempt, failureClass: c.failureClass, type: c.type, message: c.message });
       if (c.failureClass === 'infra') attemptFailures.add(1, { outcome_type: c.type });
       if (c.failureClass === 'infra' && attempt - staleRestarts + 1 < maxAttempts) {
+        // The next attempt goes on where this one stopped (an attempt that recorded nothing leaves the source as it was).
+        if (group.failurePolicy.resume === 'replay' && reachedAgent) resumeFrom = attempt;
         progress.stage = 'backoff';
         const backoff = new CancellationScope();
         attemptScope = backoff;

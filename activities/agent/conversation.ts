@@ -3,6 +3,7 @@
  * system prompt and instruction, then per turn the policy's assistant message
  * and the observation of each of its tool calls.
  */
+import type { SandboxStateDigest } from '../../shared/sandbox.js';
 import type { PrefixCheck } from '../../shared/tokens.js';
 import type { ChatMessage, ToolSchema } from '../../shared/tools.js';
 import type { PolicyResponse } from '../policies/policyClient.js';
@@ -44,6 +45,8 @@ export interface PolicyTurnRecord extends PolicyResponse {
   prefixCheck?: PrefixCheck | null;
   /** How long the call waited for room on the inference server, and its load then (policies/admission/); not in latencyMs. */
   admission?: Admission;
+  /** Taken over from an earlier attempt of the rollout (failurePolicy.resume 'replay'): the model was not asked again. */
+  restored?: { fromAttempt: number };
 }
 
 export interface ToolTurnRecord {
@@ -62,6 +65,10 @@ export interface ToolTurnRecord {
   malformed: boolean;
   /** When the step and its command ran (absent in records from before it was kept). */
   clock?: StepClock;
+  /** The digest of the sandbox's files after the call (failurePolicy.resume 'replay'): what a replay of it must leave. */
+  state?: SandboxStateDigest;
+  /** Taken over from an earlier attempt (failurePolicy.resume 'replay'): how its replay into this attempt's sandbox went. */
+  restored?: { fromAttempt: number; replayExitCode: number | null; replayMs: number; drift: boolean };
 }
 
 export const metaName = (attempt: number): string => `${attemptPrefix(attempt)}meta.json`;

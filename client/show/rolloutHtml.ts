@@ -8,7 +8,7 @@ import { formatBytes, sizeLine } from './excerpt.js';
 import { PAGE_STYLE } from './pageStyle.js';
 import type { AttemptView, RolloutView, VerifyView } from './rolloutView.js';
 import type { Section, ToolCallView, TurnView } from './turnView.js';
-import { attemptTitle, durationText, headlineFacts, messageLabel, outcomeText, rewardText, stageTimings } from './viewFacts.js';
+import { attemptTitle, durationText, headlineFacts, messageLabel, outcomeText, resumeFact, rewardText, stageTimings } from './viewFacts.js';
 
 export interface PageOptions {
   /** A link back to the page that lists this rollout (the batch report). */
@@ -43,6 +43,7 @@ function turnHtml(t: TurnView): string {
   const usage = t.usage ? ` · tokens ${Object.entries(t.usage).filter(([k]) => k.endsWith('_tokens')).map(([k, v]) => `${k.replace('_tokens', '')} ${v}`).join(', ')}` : '';
   const meta = `policy ${t.model} · ${durationText(t.latencyMs)}${t.finishReason ? ` · finish ${t.finishReason}` : ''}${usage}`;
   const parts = [`<article class="turn" id="t${t.turn}"><div class="turn-head">Turn ${t.turn}<span class="meta">${esc(meta)}</span></div>`];
+  if (t.restored) parts.push(`<div class="facts">${esc(t.restored)}</div>`);
   if (t.tokens) parts.push(`<div class="facts">${esc(t.tokens)}</div>`);
   if (t.reasoning) parts.push(`<div class="reasoning"><b>reasoning</b>\n${esc(t.reasoning.excerpt.text)}</div>${t.reasoning.excerpt.complete ? '' : `<details><summary>all of the reasoning (${t.reasoning.excerpt.lines} lines)</summary><pre>${esc(t.reasoning.full)}</pre></details>`}`);
   if (t.content) parts.push(`<div class="message">${esc(t.content.excerpt.text)}</div>${t.content.excerpt.complete ? '' : `<details><summary>the whole message (${t.content.excerpt.lines} lines)</summary><pre>${esc(t.content.full)}</pre></details>`}`);
@@ -61,6 +62,8 @@ function verifyHtml(v: VerifyView): string {
 function attemptHtml(a: AttemptView, total: number): string {
   const cls = a.running ? 'c-running' : classOf(a.summary?.outcomeClass);
   const parts = [`<section class="attempt ${cls}" id="attempt-${a.attempt + 1}"><div class="attempt-head"><h2>${esc(attemptTitle(a, total))}</h2></div><div class="attempt-body">`];
+  const resume = resumeFact(a);
+  if (resume) parts.push(`<div class="facts">${esc(resume)}</div>`);
   if (a.summary?.message) parts.push(`<div class="evidence ${cls}"><b>${messageLabel(a)}:</b> ${esc(a.summary.message)}</div>`);
   parts.push(`<div class="recorded">recorded: ${esc(a.recorded)}${a.startedAt ? ` · started ${esc(a.startedAt)}` : ''}</div>`);
   for (const t of a.turns) parts.push(turnHtml(t));

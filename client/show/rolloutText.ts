@@ -3,7 +3,7 @@ import type { AttemptView, RolloutView, VerifyView } from './rolloutView.js';
 import { sizeLine } from './excerpt.js';
 import { terminalSafe } from './terminalText.js';
 import type { Section, ToolCallView, TurnView } from './turnView.js';
-import { attemptTitle, durationText, headlineFacts, messageLabel, outcomeText, rewardText, stageTimings } from './viewFacts.js';
+import { attemptTitle, durationText, headlineFacts, messageLabel, outcomeText, resumeFact, rewardText, stageTimings } from './viewFacts.js';
 
 function indent(text: string, prefix: string): string {
   return text
@@ -37,6 +37,7 @@ function callText(c: ToolCallView): string[] {
 function turnText(t: TurnView): string[] {
   const usage = t.usage ? ` · tokens ${Object.entries(t.usage).filter(([k]) => k.endsWith('_tokens')).map(([k, v]) => `${k.replace('_tokens', '')} ${v}`).join(', ')}` : '';
   const lines = [`turn ${t.turn} · policy ${t.model} · ${durationText(t.latencyMs)}${t.finishReason ? ` · finish ${t.finishReason}` : ''}${usage}`];
+  if (t.restored) lines.push(`  ${t.restored}`);
   if (t.tokens) lines.push(`  ${t.tokens}`);
   if (t.reasoning) lines.push(...sectionText(t.reasoning, '  '));
   if (t.content) lines.push(...sectionText(t.content, '  '));
@@ -57,6 +58,8 @@ function verifyText(v: VerifyView): string[] {
 
 function attemptText(a: AttemptView, total: number): string[] {
   const lines = [`━━ ${attemptTitle(a, total)}`];
+  const resume = resumeFact(a);
+  if (resume) lines.push(resume);
   if (a.summary?.message) lines.push(`${messageLabel(a)}: ${a.summary.message}`);
   lines.push(`recorded: ${a.recorded}`);
   for (const t of a.turns) lines.push('', ...turnText(t));

@@ -49,6 +49,8 @@ export interface TurnView {
   calls: ToolCallView[];
   /** What a trainer gets from this turn: ids, their source, the template, the prefix check, the policy version. */
   tokens?: string;
+  /** The turn was taken over from an earlier attempt (resume by replay), not generated again. */
+  restored?: string;
 }
 
 export interface ViewOptions {
@@ -121,8 +123,17 @@ export function turnView(turn: TrajectoryTurn, options: ViewOptions, attemptEnde
     ...(policy.reasoning ? { reasoning: section('reasoning', policy.reasoning, options.lines * 2, 'head') } : {}),
     calls,
   };
+  if (policy.restored) view.restored = restoredFact(policy.restored.fromAttempt, turn.tools);
   const tokens = tokenFacts(policy);
   return tokens === undefined ? view : { ...view, tokens };
+}
+
+/** `taken over from attempt 1 (not generated again); its 2 calls replayed, 1 output drifted in text only`. */
+function restoredFact(fromAttempt: number, tools: TrajectoryTurn['tools']): string {
+  const replayed = tools.filter((t) => t.restored);
+  const drifted = replayed.filter((t) => t.restored?.drift).length;
+  const calls = replayed.length === 0 ? '' : `; its ${replayed.length === 1 ? 'call' : `${replayed.length} calls`} replayed into this sandbox${drifted > 0 ? `, ${drifted} output${drifted === 1 ? '' : 's'} differing in text only (the recorded one is kept)` : ''}`;
+  return `taken over from attempt ${fromAttempt + 1} (the model was not asked again)${calls}`;
 }
 
 /** How the turn was sampled and whether its logprobs are the sampling distribution's (the export leaves a flagged one out). */

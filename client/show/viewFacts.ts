@@ -33,7 +33,7 @@ export function headlineFacts(view: RolloutView): string[] {
   const lines: string[] = [];
   const e = r?.experiment;
   const policy = e ? (e.policy.kind === 'scripted' ? `scripted:${e.policy.script}` : `${e.policy.model} at ${e.policy.baseUrl}`) : undefined;
-  lines.push([`task ${state.taskId}`, e ? `version ${e.taskVersion.slice(0, 12)}` : undefined, policy ? `policy ${policy}` : undefined, e ? `verify ${e.verifyMode}` : undefined, e?.workerBuild ? `build ${e.workerBuild.deploymentName}/${e.workerBuild.buildId}` : undefined].filter(Boolean).join(' · '));
+  lines.push([`task ${state.taskId}`, e ? `version ${e.taskVersion.slice(0, 12)}` : undefined, policy ? `policy ${policy}` : undefined, e ? `verify ${e.verifyMode}` : undefined, e?.resume === 'replay' ? 'resume by replay' : undefined, e?.workerBuild ? `build ${e.workerBuild.deploymentName}/${e.workerBuild.buildId}` : undefined].filter(Boolean).join(' · '));
   if (e?.network) lines.push(`network ${describeNetwork(e.network)}`);
   if (r) {
     const advantage = state.advantage === undefined ? 'advantage: group not finished' : state.advantage === null ? 'no advantage (excluded from the baseline)' : `advantage ${state.advantage.toFixed(3)}`;
@@ -62,4 +62,18 @@ export function attemptTitle(a: AttemptView, total: number): string {
 /** What an attempt's message is: the operator's reason for a cancel, else the evidence of its failure. */
 export function messageLabel(a: AttemptView): string {
   return a.summary?.outcomeClass === 'cancelled' ? 'reason' : 'evidence';
+}
+
+/** How the attempt began when it did not begin at turn 0 with nothing before it: turns taken over, or a replay refused. */
+export function resumeFact(a: AttemptView): string | undefined {
+  const r = a.summary?.resumed;
+  if (r) {
+    const checked = r.stateChecked ? "each call's exit code and the sandbox's files checked" : 'exit codes checked (this provider makes no state digest)';
+    const drift = r.drift > 0 ? `; ${r.drift} output${r.drift === 1 ? '' : 's'} differed in text only` : '';
+    const next = r.nextTurnAnswered ? `; turn ${r.turns}'s answer taken over too` : '';
+    return `resumed at turn ${r.turns}: turns 0-${r.turns - 1} taken over from attempt ${r.fromAttempt + 1}, restored by replaying ${r.replayedCalls} tool call${r.replayedCalls === 1 ? '' : 's'} in ${durationText(r.replayMs)} (${checked}${drift})${next}`;
+  }
+  const d = a.summary?.divergence;
+  if (d) return `resume refused: the replay of attempt ${d.fromAttempt + 1} diverged at turn ${d.turn}, call ${d.callIndex} (${d.what}); started at turn 0 on a fresh sandbox`;
+  return undefined;
 }

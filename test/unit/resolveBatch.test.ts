@@ -18,7 +18,7 @@ test('valid options resolve with defaults from DESIGN.md', () => {
   const [input] = resolveBatch(base);
   assert.ok(input);
   assert.equal(input.task.id, 'write-greeting');
-  assert.deepEqual(input.failurePolicy, { infra: { retries: 2, backoffSec: 1, onExhausted: 'mask' }, model: 'score', task: 'fail_group', failedAttemptReward: 0, maxMaskedFraction: 0.5 });
+  assert.deepEqual(input.failurePolicy, { infra: { retries: 2, backoffSec: 1, onExhausted: 'mask' }, model: 'score', task: 'fail_group', resume: 'restart', failedAttemptReward: 0, maxMaskedFraction: 0.5 });
   assert.equal(input.limits.maxTurns, 30);
   assert.equal(input.verifyMode, 'in-place');
 });

@@ -9,6 +9,8 @@
  */
 import { log, patched } from '@temporalio/workflow';
 import type { ProvisionOutput, VerifyOutput } from '../../activities/createActivities.js';
+import type { TurnTokenStatus } from '../../activities/policies/tokens/turnIntegrity.js';
+import type { RestoredPrefix } from '../../activities/resume/restoreTurns.js';
 import type { OutcomeClass, RolloutInput, StageTimings } from '../../shared/pipeline.js';
 import type { TokenIntegrity } from '../../shared/tokens.js';
 import { classifyFailure, type Classified } from '../classifyFailure.js';
@@ -59,6 +61,8 @@ export interface AgentLoopInput {
   /** Told the attempt's number of turns once its loop ended. */
   onTurnsDone: (turns: number) => void;
   state: AttemptState;
+  /** Turns taken over from an earlier attempt (failurePolicy.resume 'replay'): the loop goes on after them. */
+  resumed?: RestoredPrefix;
 }
 
 /**
@@ -74,17 +78,36 @@ export function freshAttemptState(attempt: number): AttemptState {
   return { attemptVersions: [], tokenIntegrity: { status: 'missing', attempt, turns: 0, reason: 'the attempt has no policy turns' }, tornDown: false };
 }
 
+/** The attempt's token integrity after one more turn whose tokens are `tokens`: the first problem stays the one reported. */
+export function withTurnTokens(soFar: TokenIntegrity, tokens: TurnTokenStatus, attempt: number, turn: number): TokenIntegrity {
+  if (soFar.turns > 0 && soFar.status !== 'ok') return { ...soFar, turns: turn + 1 };
+  if (tokens.status === 'ok') return { status: 'ok', attempt, turns: turn + 1 };
+  return { status: tokens.status, attempt, turns: turn + 1, turn, ...(tokens.position !== undefined ? { position: tokens.position } : {}), reason: tokens.reason ?? '' };
+}
+
 export async function runAgentThenVerify(a: AgentLoopInput): Promise<AttemptOutcome> {
-  const { group, index, attempt, trajectoryRef, sandbox: p, progress, state, host, timings } = a;
+  const { group, index, attempt, trajectoryRef, sandbox: p, progress, state, host, timings, resumed } = a;
   // ---- agent loop: the policy proposes tool calls, the sandbox runs them ----
   progress.stage = 'agent';
   a.showProgress();
-  const agentStart = Date.now();
   const budgetMs = p.agentTimeoutSec * 1000;
+  // Turns taken over count as they ran the first time: their versions, tokens and agent time.
+  const agentStart = Date.now() - (resumed?.agentMs ?? 0);
   let modelFailure: Classified | null = null;
-  let malformedStreak = 0;
-  let turn = 0;
-  for (;;) {
+  let malformedStreak = resumed?.malformedStreak ?? 0;
+  let turn = resumed?.turns ?? 0;
+  if (resumed) {
+    state.attemptVersions = [...resumed.versions];
+    resumed.tokens.forEach((tokens, t) => {
+      state.tokenIntegrity = withTurnTokens(state.tokenIntegrity, tokens, attempt, t);
+    });
+    progress.turn = turn;
+    progress.lastAction = `resumed at turn ${turn} from attempt ${resumed.fromAttempt + 1}`;
+  }
+  // The digest of the sandbox's files after each call, for a later attempt to check its replay against.
+  const recordState = group.failurePolicy.resume === 'replay' ? { recordState: true } : {};
+  // A taken-over turn that submitted: nothing left for the policy, straight to the verdict.
+  if (resumed?.submitted !== true) for (;;) {
     if (turn >= group.limits.maxTurns) {
       modelFailure = { failureClass: 'model', type: 'max_turns', message: `no submit after ${group.limits.maxTurns} turns (limits.maxTurns)` };
       break;
@@ -111,12 +134,7 @@ export async function runAgentThenVerify(a: AgentLoopInput): Promise<AttemptOutc
     // The version the turn's answer was sampled under (a retry returns an answer recorded under an earlier one).
     state.attemptVersions.push(step.policyVersion ?? version);
     const tokens = step.tokens ?? { status: 'missing' as const, reason: 'the worker that ran this turn does not capture tokens' };
-    const firstProblem = state.tokenIntegrity.turns > 0 && state.tokenIntegrity.status !== 'ok';
-    state.tokenIntegrity = firstProblem
-      ? { ...state.tokenIntegrity, turns: turn + 1 }
-      : tokens.status === 'ok'
-        ? { status: 'ok', attempt, turns: turn + 1 }
-        : { status: tokens.status, attempt, turns: turn + 1, turn, ...(tokens.position !== undefined ? { position: tokens.position } : {}), reason: tokens.reason ?? '' };
+    state.tokenIntegrity = withTurnTokens(state.tokenIntegrity, tokens, attempt, turn);
     const runnable = step.calls.flatMap((call, callIndex) => (call.name === 'submit' && !call.malformed ? [] : [{ ...call, callIndex }]));
     // Rollouts started before this step existed replay with one activity per call (patched() is false for them).
     if (runnable.length > 1 && patched('tool-calls-of-a-turn-in-one-activity')) {
@@ -135,6 +153,7 @@ export async function runAgentThenVerify(a: AgentLoopInput): Promise<AttemptOutc
           commandTimeoutSec: group.limits.commandTimeoutSec,
           maxOutputBytes: group.limits.maxOutputBytes,
           remainingMs,
+          ...recordState,
         });
       }
     } else
@@ -154,6 +173,7 @@ export async function runAgentThenVerify(a: AgentLoopInput): Promise<AttemptOutc
           commandTimeoutSec: group.limits.commandTimeoutSec,
           maxOutputBytes: group.limits.maxOutputBytes,
           remainingMs,
+          ...recordState,
         });
       }
     malformedStreak = step.calls.length > 0 && step.calls.every((c) => c.malformed) ? malformedStreak + 1 : 0;

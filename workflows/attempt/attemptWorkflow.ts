@@ -6,6 +6,7 @@
 import type { ProvisionOutput } from '../../activities/createActivities.js';
 import type { RolloutInput, StageTimings } from '../../shared/pipeline.js';
 import type { TokenIntegrity } from '../../shared/tokens.js';
+import type { RestoredPrefix } from '../../activities/resume/restoreTurns.js';
 import type { AttemptOutcome } from './agentLoop.js';
 
 export interface AttemptInput {
@@ -20,6 +21,8 @@ export interface AttemptInput {
   mayRestartStale: boolean;
   /** The rollout this attempt belongs to (its workflow id), for logs and the Web UI. */
   rolloutWorkflowId: string;
+  /** Turns the rollout restored into this attempt's sandbox (failurePolicy.resume 'replay'): the loop goes on after them. */
+  resumed?: RestoredPrefix;
 }
 
 export type AttemptTimings = Pick<StageTimings, 'agentMs' | 'verifyMs' | 'teardownMs'>;

@@ -16,6 +16,8 @@ export interface HostCalls {
   /** The verdict and the teardown after it in one call (one round trip fewer). */
   verifyThenTeardown: SummarizedCall<'verifyThenTeardown'>;
   teardown: SummarizedCall<'teardownSandbox'>;
+  /** Resume: the earlier attempt's turns replayed into this sandbox (an activity on its host, whatever runs the attempt). */
+  restoreTurns: SummarizedCall<'restoreTurns'>;
 }
 
 const toolTimeoutSec = (commandTimeoutSec: number): number => Math.ceil(commandTimeoutSec) + 60;
@@ -34,6 +36,9 @@ export function hostActivities(p: ProvisionOutput, commandTimeoutSec: number): H
     // Heartbeats too: a teardown started by a worker that then died is retried after HEARTBEAT_TIMEOUT
     // (a cancelled run's next start waits for it), not after the whole 2 minutes.
     teardown: activity('teardownSandbox', { ...onHost, startToCloseTimeout: '2 minutes', heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { maximumAttempts: 5, initialInterval: '1 second' } }),
+    // Once: a replay cut short left part of itself in the sandbox, so a retry there would run calls twice.
+    // A failure ends the attempt as infra; the next one restores from the same turns on a fresh sandbox.
+    restoreTurns: activity('restoreTurns', { ...onHost, startToCloseTimeout: '2 hours', heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { maximumAttempts: 1 } }),
   };
 }
 
@@ -61,5 +66,6 @@ export function hostLocalActivities(p: ProvisionOutput, commandTimeoutSec: numbe
     verify: verifyLocally ? localActivity('verifyAttempt', { ...local, startToCloseTimeout: '20 minutes', retry: { maximumAttempts: 2, nonRetryableErrorTypes: NON_RETRYABLE } }) : remote.verify,
     verifyThenTeardown: verifyLocally ? localActivity('verifyThenTeardown', { ...local, startToCloseTimeout: '22 minutes', retry: { maximumAttempts: 2, nonRetryableErrorTypes: NON_RETRYABLE } }) : remote.verifyThenTeardown,
     teardown: localActivity('teardownSandbox', { ...local, startToCloseTimeout: '2 minutes', retry: { maximumAttempts: 5, initialInterval: '1 second' } }),
+    restoreTurns: remote.restoreTurns,
   };
 }

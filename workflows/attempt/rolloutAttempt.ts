@@ -61,6 +61,7 @@ export async function rolloutAttempt(input: AttemptInput): Promise<AttemptResult
         turns = n;
       },
       state,
+      ...(input.resumed ? { resumed: input.resumed } : {}),
     });
   } catch (err) {
     if (isCancellation(err)) throw err;

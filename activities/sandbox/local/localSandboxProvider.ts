@@ -34,6 +34,7 @@ import {
   type SandboxProvider,
   type SandboxRecord,
   type SandboxSpec,
+  type SandboxStateDigest,
   type TeardownReport,
 } from '../../../shared/sandbox.js';
 import { provisionBeside } from './besideSandbox.js';
@@ -49,6 +50,7 @@ import { checkLowerLayer, provisionSandbox } from './provision.js';
 import { SandboxRegistry } from './sandboxRegistry.js';
 import { GROUP, HOSTS, PASSWD } from './sandboxScripts.js';
 import { createSandboxSpawner, SPAWN_VIA, type SpawnVia } from './sandboxSpawner.js';
+import { StateDigester } from './stateDigest.js';
 import { stopSandboxProcesses } from './stopProcesses.js';
 import { teardownSandbox } from './teardown.js';
 import { detachUserNetwork, SANDBOX_RESOLV_CONF } from './userNetwork.js';
@@ -120,6 +122,7 @@ export class LocalSandboxProvider implements SandboxProvider {
   private hostReady: Promise<void> | undefined;
   /** Ready sandboxes, or null when the pool is off. */
   readonly pool: SandboxPool | null;
+  private readonly digester: StateDigester;
 
   constructor(options: LocalSandboxProviderOptions = {}) {
     this.registry = new SandboxRegistry(options.stateRoot ?? process.env.ROLLOUT_SANDBOX_ROOT ?? DEFAULT_STATE_ROOT);
@@ -146,6 +149,7 @@ export class LocalSandboxProvider implements SandboxProvider {
     this.defaultMaxOutputBytes = options.defaultMaxOutputBytes ?? 1024 * 1024;
     this.maxFileBytes = options.maxFileBytes ?? 64 * 1024 * 1024;
     const pool = options.pool ?? poolFromEnv();
+    this.digester = new StateDigester(this.ctx);
     this.pool = pool.max > 0 ? new SandboxPool(this.ctx, pool, (spec) => provisionSandbox(this.ctx, spec, (id) => this.teardown(id)), (id) => this.teardown(id), notice) : null;
   }
 
@@ -214,6 +218,11 @@ export class LocalSandboxProvider implements SandboxProvider {
   async disconnectNetwork(handle: SandboxHandle): Promise<void> {
     // slirp4netns owns tap0: once it is gone, so is the interface and every route through it.
     await detachUserNetwork(this.parseHandle(handle).stateDir);
+  }
+
+  /** The digest of the files the agent can have changed (stateDigest.ts), read from the host. */
+  async stateDigest(handle: SandboxHandle): Promise<SandboxStateDigest> {
+    return this.digester.digest(this.parseHandle(handle));
   }
 
   async lossEvidence(handle: SandboxHandle): Promise<SandboxLossEvidence> {

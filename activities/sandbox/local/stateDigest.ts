@@ -1,0 +1,135 @@
+/**
+ * The digest of a local sandbox's state: every file the agent can have changed, read from the host.
+ * That is the overlay's upper layer (the whole root of an image sandbox, the workdir of a host-base
+ * one; a deleted file is a whiteout there) and the tmpfs mounts of a host-base sandbox (/tmp, /root,
+ * /tests, /solution, /logs). Each entry counts by its path, type, permission bits, owner and content
+ * (a symlink by its target); never by its times. Resume (activities/resume/) compares the digest a
+ * turn left in the original attempt with the one its replay leaves.
+ *
+ * Unchanged files are not read again: their content hash is kept by (device, inode, size, mtime,
+ * ctime), which every write changes.
+ */
+import { createHash } from 'node:crypto';
+import { createReadStream, type BigIntStats } from 'node:fs';
+import { lstat, readdir, readlink } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { LocalSandboxHandle, SandboxStateDigest } from '../../../shared/sandbox.js';
+import { isLiveProcess, processStartTime } from './procfs.js';
+import { sandboxError, type LocalSandboxContext } from './localSandboxContext.js';
+
+/** Where a host-base sandbox keeps writable files outside its overlay (bwrapArgs.ts). */
+const HOST_BASE_TMPFS = ['/tmp', '/root', '/tests', '/solution', '/logs'];
+/** Most areas a digest names (see SandboxStateDigest.areas); past it, areas are named one level up. */
+const MAX_AREAS = 64;
+/** Content hashes kept per provider; past it the cache starts over. */
+const MAX_CACHED_HASHES = 200_000;
+
+interface Root {
+  /** Where the tree appears inside the sandbox. */
+  mount: string;
+  /** Where the host reads it. */
+  hostPath: string;
+}
+
+export class StateDigester {
+  private readonly hashes = new Map<string, string>();
+
+  constructor(private readonly ctx: LocalSandboxContext) {}
+
+  async digest(h: LocalSandboxHandle): Promise<SandboxStateDigest> {
+    const record = await this.ctx.registry.get(h.id);
+    if (!record?.handle || record.launcherPid === null) throw sandboxError('sandbox_lost', `sandbox ${h.id} has no record or launcher; it was torn down`);
+    const launcherStart = processStartTime(record.launcherPid);
+    if (launcherStart === undefined || !isLiveProcess(h.pid, h.pidStartTime)) throw sandboxError('sandbox_lost', `sandbox ${h.id} is gone: its init (pid ${h.pid}) or launcher (pid ${record.launcherPid}) no longer runs`);
+    const image = record.spec?.rootfs !== undefined;
+    // The launcher's mount namespace holds the writable layer; the init's, the tmpfs mounts.
+    const roots: Root[] = [{ mount: image ? '/' : h.workdir, hostPath: `/proc/${record.launcherPid}/root${join(record.stateDir, 'rw', 'upper')}` }];
+    if (!image) for (const m of HOST_BASE_TMPFS) roots.push({ mount: m, hostPath: `/proc/${h.pid}/root${m}` });
+    const entries: [string, string][] = [];
+    let bytes = 0;
+    for (const root of roots) {
+      await this.walk(root.hostPath, root.mount, entries, (n) => {
+        bytes += n;
+      });
+    }
+    // The sandbox must still be the one asked about: a pid reused mid-walk would have shown another tree.
+    if (processStartTime(record.launcherPid) !== launcherStart || !isLiveProcess(h.pid, h.pidStartTime)) throw sandboxError('sandbox_lost', `sandbox ${h.id} died while its state was read`);
+    entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
+    return summarize(entries, bytes);
+  }
+
+  private async walk(hostDir: string, sandboxDir: string, out: [string, string][], addBytes: (n: number) => void): Promise<void> {
+    let names: string[];
+    try {
+      names = await readdir(hostDir);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+      throw err;
+    }
+    for (const name of names) {
+      const hostPath = join(hostDir, name);
+      const path = join(sandboxDir, name);
+      let st: BigIntStats;
+      try {
+        st = await lstat(hostPath, { bigint: true });
+      } catch (err) {
+        // Removed by a process of the sandbox while it was read: it is not part of the state.
+        if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
+        throw err;
+      }
+      const meta = `${(st.mode & 0o7777n).toString(8)} ${st.uid}:${st.gid}`;
+      if (st.isDirectory()) {
+        out.push([path, `dir ${meta}`]);
+        await this.walk(hostPath, path, out, addBytes);
+      } else if (st.isFile()) {
+        addBytes(Number(st.size));
+        out.push([path, `file ${meta} ${st.size} ${await this.contentHash(hostPath, st)}`]);
+      } else if (st.isSymbolicLink()) {
+        out.push([path, `link ${await readlink(hostPath)}`]);
+      } else if (st.isCharacterDevice() && st.rdev === 0n) {
+        // overlayfs's whiteout: the file of the lower layer was deleted.
+        out.push([path, 'deleted']);
+      } else {
+        out.push([path, `${st.isFIFO() ? 'fifo' : st.isSocket() ? 'socket' : 'device'} ${meta} ${st.rdev}`]);
+      }
+    }
+  }
+
+  private async contentHash(hostPath: string, st: BigIntStats): Promise<string> {
+    const key = `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
+    const known = this.hashes.get(key);
+    if (known) return known;
+    const hash = createHash('sha256');
+    try {
+      for await (const chunk of createReadStream(hostPath)) hash.update(chunk as Buffer);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 'gone';
+      throw err;
+    }
+    const hex = hash.digest('hex');
+    if (this.hashes.size >= MAX_CACHED_HASHES) this.hashes.clear();
+    this.hashes.set(key, hex);
+    return hex;
+  }
+}
+
+/** The digest of sorted entries, and one per area (the first components of a path) to say what differed. */
+export function summarize(entries: readonly [string, string][], bytes: number): SandboxStateDigest {
+  const all = createHash('sha256');
+  for (const [path, what] of entries) all.update(`${path}\0${what}\n`);
+  let depth = 3;
+  let areas = areasAt(entries, depth);
+  while (areas.size > MAX_AREAS && depth > 1) areas = areasAt(entries, --depth);
+  return { digest: all.digest('hex'), areas: Object.fromEntries([...areas].map(([area, h]) => [area, h.digest('hex').slice(0, 16)])), files: entries.length, bytes };
+}
+
+function areasAt(entries: readonly [string, string][], depth: number): Map<string, ReturnType<typeof createHash>> {
+  const areas = new Map<string, ReturnType<typeof createHash>>();
+  for (const [path, what] of entries) {
+    const area = `/${path.split('/').filter(Boolean).slice(0, depth).join('/')}`;
+    let h = areas.get(area);
+    if (!h) areas.set(area, (h = createHash('sha256')));
+    h.update(`${path}\0${what}\n`);
+  }
+  return areas;
+}

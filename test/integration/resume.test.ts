@@ -1,0 +1,150 @@
+/**
+ * failurePolicy.resume 'replay': a sandbox lost at turn k, and the next attempt goes on at turn k on
+ * a fresh sandbox, its files restored by replaying the recorded tool calls (each checked by exit code
+ * and by the digest of the files it left), with no model call for the turns already done and the
+ * exact-prefix sample intact; an attempt whose commands leave other files on every run falls back
+ * to turn 0 and says where the replay diverged. Real dev server, real local sandboxes, a scripted
+ * OpenAI endpoint (with token ids), both places an attempt can run.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { after, before, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import type { PolicyTurnRecord, ToolTurnRecord } from '../../activities/agent/conversation.js';
+import { exportBatch } from '../../client/export/exportBatch.js';
+import type { TrainingSample } from '../../client/export/trainingSample.js';
+import { readRolloutState } from '../../client/show/readRolloutState.js';
+import { buildRolloutView } from '../../client/show/rolloutView.js';
+import { rolloutText } from '../../client/show/rolloutText.js';
+import { submitBatch } from '../../client/submitBatch.js';
+import type { GroupResult, RolloutResult } from '../../shared/pipeline.js';
+import { localHandle } from '../../shared/sandbox.js';
+import { eventually } from '../helpers/eventually.js';
+import { startHarness, type Harness } from '../helpers/pipelineHarness.js';
+import { startScriptedOpenAIServer, type ScriptedOpenAIServer } from '../helpers/scriptedOpenAIServer.js';
+import { scriptedTokens } from '../helpers/scriptedTokens.js';
+
+const examples = resolve(dirname(fileURLToPath(import.meta.url)), '../../examples/tasks');
+const WRITE_GREETING = "printf 'Hello, rollout!\\nRewards are earned.\\n' > /app/greeting.txt";
+/** The command of the turn the sandbox is killed in; the turns after the kill find it as they want it. */
+let longCommand = 'sleep 8';
+/** Which script the endpoint follows (one endpoint for the whole file). */
+let script: 'steady' | 'stamped' = 'steady';
+let h: Harness;
+let llm: ScriptedOpenAIServer;
+
+before(async () => {
+  h = await startHarness('resume');
+  llm = await startScriptedOpenAIServer(
+    (_req, turn) => {
+      const steady = [`mkdir -p /app/work && echo one > /app/work/a.txt`, 'echo two >> /app/work/a.txt && wc -l /app/work/a.txt', longCommand, `cat /app/work/a.txt && ${WRITE_GREETING}`];
+      // A time in nanoseconds written to a file: no replay leaves the same file.
+      const stamped = ['date +%s%N > /app/stamp.txt', longCommand, WRITE_GREETING];
+      const commands = script === 'steady' ? steady : stamped;
+      const command = commands[turn];
+      return command === undefined ? { content: 'Done.', toolCalls: [{ name: 'submit', arguments: {} }] } : { content: `Step ${turn}.`, toolCalls: [{ name: 'bash', arguments: { command } }] };
+    },
+    { tokens: scriptedTokens().tokens },
+  );
+  await h.startWorkers();
+});
+
+after(async () => {
+  await llm?.close();
+  await h?.close();
+});
+
+/** Starts a one-rollout batch, kills its sandbox once turn `killAt`'s answer is in (its command then runs), and returns the result. */
+async function runAndKill(name: string, attemptOn: 'workflow' | 'host', killAt: number): Promise<{ batchId: string; r: RolloutResult; requests: number }> {
+  longCommand = 'sleep 8';
+  const before = llm.requests.length;
+  const batchId = `resume-${name}-${attemptOn}-${Date.now()}`;
+  const batch = await submitBatch(h.client, {
+    batchId,
+    taskQueues: h.taskQueues,
+    tasks: [join(examples, 'write-greeting')],
+    groupSize: 1,
+    minValid: 1,
+    attemptOn,
+    failurePolicy: { infra: { retries: 1, backoffSec: 1, onExhausted: 'mask' }, resume: 'replay' },
+    policy: { kind: 'openai', baseUrl: llm.baseUrl, model: 'scripted-model', sampling: { seed: 3 } },
+  });
+  const ref = `${batchId}/write-greeting/0`;
+  const answered = `attempt-00/turn-${String(killAt).padStart(4, '0')}.policy.json`;
+  await eventually(async () => (await h.store.list(ref, 'attempt-00/').catch((): string[] => [])).includes(answered), (yes) => yes, `turn ${killAt} answered`);
+  await new Promise((r) => setTimeout(r, 1_000));
+  longCommand = 'true';
+  const alive = await h.provider.list();
+  assert.equal(alive.length, 1, 'one sandbox, in its long command');
+  for (const record of alive) if (record.handle) process.kill(localHandle(record.handle).pid, 'SIGKILL');
+  const groups: GroupResult[] = [];
+  for await (const g of batch.results()) groups.push(g);
+  const r = groups[0]?.rollouts[0];
+  assert.ok(r, 'a rollout result');
+  return { batchId, r, requests: llm.requests.length - before };
+}
+
+for (const attemptOn of ['workflow', 'host'] as const) {
+  test(`resume (${attemptOn}): a sandbox lost at turn 2 goes on at turn 2 on a fresh sandbox, its files restored by replay, no model call for turns 0-2, the exact-prefix sample intact`, { timeout: 300_000 }, async () => {
+    script = 'steady';
+    const { batchId, r, requests } = await runAndKill('steady', attemptOn, 2);
+    assert.deepEqual([r.reward, r.outcomeClass, r.outcomeType, r.attempts], [1, 'ok', 'submitted', 2], JSON.stringify(r.attemptHistory));
+    assert.equal(`${r.attemptHistory[0]?.outcomeClass}/${r.attemptHistory[0]?.outcomeType}`, 'infra/sandbox_lost');
+    assert.deepEqual(r.attemptHistory[1]?.resumed, { fromAttempt: 0, turns: 2, nextTurnAnswered: true, method: 'replay', replayedCalls: 2, replayMs: r.attemptHistory[1]?.resumed?.replayMs, stateChecked: true, drift: 0 }, 'turns 0-1 taken over, turn 2 answered');
+    // Five answers in all (turns 0-4); a restart would have asked for turns 0-2 again.
+    assert.equal(requests, 5, 'one model call per turn of the rollout, none again after the loss');
+    assert.equal(r.turns, 5);
+    assert.deepEqual(r.policyVersions, [0, 0, 0, 0, 0]);
+    assert.deepEqual(r.tokenIntegrity, { status: 'ok', attempt: 1, turns: 5 }, 'every turn keeps its ids and each prompt extends the one before');
+
+    const ref = r.trajectoryRef;
+    for (const turn of [0, 1, 2]) {
+      const name = (a: number): string => `attempt-0${a}/turn-000${turn}.policy.json`;
+      const first = await h.store.get<PolicyTurnRecord>(ref, name(0));
+      const taken = await h.store.get<PolicyTurnRecord>(ref, name(1));
+      assert.deepEqual(taken?.restored, { fromAttempt: 0 }, `turn ${turn} is marked as taken over`);
+      assert.deepEqual({ ...taken, restored: undefined }, { ...first, restored: undefined }, `turn ${turn}: the same answer, ids and logprobs as recorded the first time`);
+    }
+    // The fourth turn read the files the first two made: the replay brought them back.
+    const read = await h.store.get<ToolTurnRecord>(ref, 'attempt-01/turn-0003.tool-00.json');
+    assert.equal(read?.exitCode, 0);
+    assert.match(read?.observation ?? '', /stdout:\none\ntwo\n/, `the restored file: ${read?.observation}`);
+    const replayed = await h.store.get<ToolTurnRecord>(ref, 'attempt-01/turn-0001.tool-00.json');
+    assert.deepEqual([replayed?.restored?.fromAttempt, replayed?.restored?.replayExitCode, replayed?.restored?.drift], [0, 0, false]);
+    assert.ok(replayed?.state?.areas['/app/work'], 'the call keeps the digest of what it left');
+
+    const out = join(mkdtempSync(join(tmpdir(), 'resume-export-')), 'samples.jsonl');
+    const report = await exportBatch(h.client, h.store, batchId, out);
+    assert.equal(report.exported, 1, JSON.stringify(report.excluded));
+    const sample = JSON.parse(readFileSync(out, 'utf8').trim()) as TrainingSample;
+    assert.equal(sample.token_integrity.status, 'ok');
+    assert.equal(sample.completion_spans.length, 5, 'one span per answer, the taken-over ones included');
+    const last = await h.store.get<PolicyTurnRecord>(ref, 'attempt-01/turn-0004.policy.json');
+    assert.ok(last?.turnTokens && 'promptIds' in last.turnTokens);
+    assert.deepEqual(sample.input_ids, [...last.turnTokens.promptIds, ...last.turnTokens.completionIds], 'the last prompt plus its answer is the whole sequence');
+
+    const shown = rolloutText(await buildRolloutView(await readRolloutState(h.client, r.workflowId, 'the test server'), h.store, { lines: 5 }));
+    assert.match(shown, /resumed at turn 2: turns 0-1 taken over from attempt 1, restored by replaying 2 tool calls in .* \(each call's exit code and the sandbox's files checked\); turn 2's answer taken over too/);
+    assert.match(shown, /taken over from attempt 1 \(the model was not asked again\); its call replayed into this sandbox/);
+    assert.deepEqual(await h.provider.list(), [], 'every sandbox torn down');
+  });
+}
+
+test('resume: commands that leave other files on every run diverge in the replay; the attempt starts at turn 0 and says where', { timeout: 300_000 }, async () => {
+  script = 'stamped';
+  const { r, requests } = await runAndKill('stamped', 'workflow', 1);
+  assert.deepEqual([r.reward, r.outcomeClass, r.attempts], [1, 'ok', 2], JSON.stringify(r.attemptHistory));
+  const second = r.attemptHistory[1];
+  assert.equal(second?.resumed, undefined, 'nothing taken over');
+  assert.deepEqual([second?.divergence?.fromAttempt, second?.divergence?.turn, second?.divergence?.callIndex, second?.divergence?.replayedCalls], [0, 0, 0, 1], JSON.stringify(second?.divergence));
+  assert.match(second?.divergence?.what ?? '', /files differ after the call: \/app\/stamp\.txt/);
+  assert.equal(requests, 2 + 4, 'two answers before the loss, then all four again from turn 0');
+  assert.deepEqual(r.tokenIntegrity, { status: 'ok', attempt: 1, turns: 4 });
+  const first = await h.store.get<PolicyTurnRecord>(r.trajectoryRef, 'attempt-01/turn-0000.policy.json');
+  assert.equal(first?.restored, undefined, 'turn 0 generated again');
+  const shown = rolloutText(await buildRolloutView(await readRolloutState(h.client, r.workflowId, 'the test server'), h.store, { lines: 5 }));
+  assert.match(shown, /resume refused: the replay of attempt 1 diverged at turn 0, call 0 \(the sandbox's files differ after the call: \/app\/stamp\.txt\); started at turn 0 on a fresh sandbox/);
+  assert.deepEqual(await h.provider.list(), [], 'every sandbox torn down, the diverged one too');
+});
