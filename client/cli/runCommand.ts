@@ -49,6 +49,10 @@ export const runUsage = `rollout run --tasks DIR... [--group-size N] [--policy P
   --attempt-on workflow|host  where each attempt's agent loop runs: in the rollout workflow (default) or in an
                             attempt workflow on its sandbox's host, every call a local activity there (7 server
                             round trips per 5-turn rollout instead of 15-29); docs/benchmarks.md
+  --resume replay|restart   after an infra failure at turn k: replay (the next attempt restores turns 0..k-1 into
+                            its fresh sandbox by replaying their tool calls, checked against a digest of the files
+                            each left, and goes on at turn k without asking the model again; a replay that
+                            diverges starts at turn 0) or restart (default: every attempt from turn 0)
   --out FILE     JSONL of rollouts (default <data-dir>/results/<batch>.jsonl)
   --embedded     start a local Temporal dev server and workers first (state in <data-dir>/temporal.sqlite)
   --stay         with --embedded: keep the server and its Web UI up until Ctrl-C
@@ -71,6 +75,11 @@ function parsePolicyCalls(value: string | undefined): 'queue' | 'local' | undefi
 function parseAttemptOn(value: string | undefined): 'workflow' | 'host' | undefined {
   if (value === undefined || value === 'workflow' || value === 'host') return value;
   throw new UsageError(`--attempt-on is workflow or host, got ${JSON.stringify(value)}`);
+}
+
+function parseResume(value: string | undefined): 'replay' | 'restart' | undefined {
+  if (value === undefined || value === 'replay' || value === 'restart') return value;
+  throw new UsageError(`--resume is replay or restart, got ${JSON.stringify(value)}`);
 }
 
 function parseVerifyMode(value: string | undefined): 'in-place' | 'clean-room' | undefined {
@@ -111,6 +120,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       verify: { type: 'string' },
       'policy-calls': { type: 'string' },
       'attempt-on': { type: 'string' },
+      resume: { type: 'string' },
       network: { type: 'string' },
       out: { type: 'string' },
       embedded: { type: 'boolean', default: false },
@@ -125,6 +135,7 @@ export async function runCommand(argv: string[]): Promise<number> {
   const verify = parseVerifyMode(values.verify);
   const policyCalls = parsePolicyCalls(values['policy-calls']);
   const attemptOn = parseAttemptOn(values['attempt-on']);
+  const resume = parseResume(values.resume);
   let network: NetworkMode | undefined;
   try {
     network = values.network === undefined ? undefined : parseNetworkMode(values.network, '--network');
@@ -158,6 +169,7 @@ export async function runCommand(argv: string[]): Promise<number> {
     ...(verify ? { verifyMode: verify } : {}),
     ...(policyCalls ? { policyCalls } : {}),
     ...(attemptOn ? { attemptOn } : {}),
+    ...(resume ? { failurePolicy: { resume } } : {}),
     ...(network ? { network } : {}),
   };
 
