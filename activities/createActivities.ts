@@ -312,9 +312,11 @@ export function createActivities(deps: ActivityDeps) {
     const durationMs = performance.now() - started;
     metrics.toolCall(outcome.name, durationMs);
     // What the call left in the sandbox, for a replay of it to be checked against (activities/resume/).
+    const digestStarted = performance.now();
     const state = input.recordState && deps.provider.stateDigest ? await stateAfterCall(input.handle, name) : undefined;
+    const stateMs = performance.now() - digestStarted;
     activityLog(deps.logger, input).debug({ call: summarizeToolCall(call), exitCode: outcome.exitCode, timedOut: outcome.timedOut, durationMs: Math.round(durationMs) }, 'tool call');
-    const record: ToolTurnRecord = { turn: input.turn, callIndex: input.callIndex, ...outcome, clock: { stepStartedAt, callStartedAt, callEndedAt: callStartedAt + durationMs }, ...(state ? { state } : {}) };
+    const record: ToolTurnRecord = { turn: input.turn, callIndex: input.callIndex, ...outcome, clock: { stepStartedAt, callStartedAt, callEndedAt: callStartedAt + durationMs }, ...(state ? { state, stateMs } : {}) };
     await deps.store.put(input.trajectoryRef, name, record);
     return { name: outcome.name, summary: summarizeToolCall(call), exitCode: outcome.exitCode, malformed: outcome.malformed, timedOut: outcome.timedOut };
   };

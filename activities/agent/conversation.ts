@@ -67,6 +67,8 @@ export interface ToolTurnRecord {
   clock?: StepClock;
   /** The digest of the sandbox's files after the call (failurePolicy.resume 'replay'): what a replay of it must leave. */
   state?: SandboxStateDigest;
+  /** How long making that digest took. */
+  stateMs?: number;
   /** Taken over from an earlier attempt (failurePolicy.resume 'replay'): how its replay into this attempt's sandbox went. */
   restored?: { fromAttempt: number; replayExitCode: number | null; replayMs: number; drift: boolean };
 }

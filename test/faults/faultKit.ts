@@ -156,7 +156,7 @@ export class FaultHost {
 export async function runGroups(
   client: Client,
   host: FaultHost,
-  options: { batchId: string; tasks: string[]; groupSize: number; policy: PolicyConfig; limits?: Partial<RolloutLimits>; minValid?: number; policyCalls?: 'queue' | 'local'; attemptOn?: 'workflow' | 'host' },
+  options: { batchId: string; tasks: string[]; groupSize: number; policy: PolicyConfig; limits?: Partial<RolloutLimits>; minValid?: number; policyCalls?: 'queue' | 'local'; attemptOn?: 'workflow' | 'host'; resume?: 'replay' | 'restart'; retries?: number },
 ): Promise<{ batch: Awaited<ReturnType<typeof submitBatch>>; results: () => Promise<GroupResult[]> }> {
   const batch = await submitBatch(client, {
     batchId: options.batchId,
@@ -168,6 +168,7 @@ export async function runGroups(
     ...(options.limits ? { limits: options.limits } : {}),
     ...(options.policyCalls ? { policyCalls: options.policyCalls } : {}),
     ...(options.attemptOn ? { attemptOn: options.attemptOn } : {}),
+    ...(options.resume || options.retries !== undefined ? { failurePolicy: { ...(options.resume ? { resume: options.resume } : {}), ...(options.retries !== undefined ? { infra: { retries: options.retries, backoffSec: 1, onExhausted: 'mask' as const } } : {}) } } : {}),
   });
   return {
     batch,
@@ -200,4 +201,27 @@ export function summaryTable(rows: FaultRow[]): string {
   const widths = header.map((h, i) => Math.max(h.length, ...body.map((b) => (b[i] ?? '').length)));
   const line = (cells: string[]): string => `| ${cells.map((c, i) => (i === 0 ? c.padEnd(widths[i] ?? 0) : c.padStart(widths[i] ?? 0))).join(' | ')} |`;
   return [line(header), `|${widths.map((w, i) => (i === 0 ? `:${'-'.repeat(w + 1)}` : `${'-'.repeat(w + 1)}:`)).join('|')}|`, ...body.map(line)].join('\n');
+}
+
+/** Case 10's row: one batch with its sandboxes lost mid-rollout, restarted or resumed. */
+export interface ResumeRow {
+  resume: 'restart' | 'replay';
+  rollouts: number;
+  failures: number;
+  /** Model calls in all, and asked again per infra failure (beyond one per turn of the finished rollouts). */
+  calls: number;
+  callsAgain: number;
+  /** Completion tokens in all, and generated again per infra failure. */
+  generated: number;
+  tokensAgain: number;
+  /** The replay's own time per restored call, and the state digest's per call of the original attempt. */
+  replayPerCallMs: number | null;
+  digestPerCallMs: number | null;
+}
+
+export function resumeCostTable(rows: ResumeRow[]): string {
+  const ms = (v: number | null): string => (v === null ? '-' : `${v.toFixed(1)} ms`);
+  const lines = ['| resume | rollouts | infra failures | model calls | asked again per failure | tokens generated | generated again per failure | replay per restored call | digest per call |', '|:--|--:|--:|--:|--:|--:|--:|--:|--:|'];
+  for (const r of rows) lines.push(`| ${r.resume} | ${r.rollouts} | ${r.failures} | ${r.calls} | ${r.callsAgain} | ${r.generated} | ${Math.round(r.tokensAgain)} | ${ms(r.replayPerCallMs)} | ${ms(r.digestPerCallMs)} |`);
+  return lines.join('\n');
 }

@@ -28,13 +28,16 @@ import { rolloutProgressQuery } from '../../workflows/definitions.js';
 import { eventually } from '../helpers/eventually.js';
 import { startScriptedOpenAIServer, type Script, type ScriptedOpenAIServer } from '../helpers/scriptedOpenAIServer.js';
 import { connectClient } from '../helpers/temporal.js';
-import { countLeaks, FaultHost, rowFor, runGroups, summaryTable, type FaultRow } from './faultKit.js';
+import { scriptedTokens } from '../helpers/scriptedTokens.js';
+import { countLeaks, FaultHost, resumeCostTable, rowFor, runGroups, summaryTable, type FaultRow, type ResumeRow } from './faultKit.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const greetingTask = join(root, 'examples/tasks/write-greeting');
 const WRITE_GREETING = "printf 'Hello, rollout!\\nRewards are earned.\\n' > /app/greeting.txt";
 const scratch = mkdtempSync(join(tmpdir(), 'faults-'));
 const rows: FaultRow[] = [];
+/** Case 10: what an infra failure costs in model calls and tokens, restarted or resumed. */
+const resumeRows: ResumeRow[] = [];
 let client: Client;
 let closeClient: () => Promise<void>;
 
@@ -71,9 +74,10 @@ before(async () => {
 
 after(async () => {
   const table = summaryTable(rows);
-  process.stdout.write(`\nfault suite summary\n${table}\n`);
+  const resumeTable = resumeRows.length > 0 ? `\n\nwhat an infra failure costs (case 10)\n${resumeCostTable(resumeRows)}` : '';
+  process.stdout.write(`\nfault suite summary\n${table}${resumeTable}\n`);
   mkdirSync(join(root, 'test-output'), { recursive: true });
-  writeFileSync(join(root, 'test-output/fault-summary.md'), `# Fault suite summary (${new Date().toISOString()})\n\n${table}\n`);
+  writeFileSync(join(root, 'test-output/fault-summary.md'), `# Fault suite summary (${new Date().toISOString()})\n\n${table}${resumeTable}\n`);
   await closeClient();
   rmSync(scratch, { recursive: true, force: true });
 });
@@ -460,6 +464,76 @@ describe('fault suite', { timeout: 1_800_000 }, () => {
     } finally {
       await host.stop(client);
       if (mounted) execFileSync('umount', ['-l', host.sandboxRoot]);
+    }
+  });
+
+  test('10. resume: sandboxes lost at turn 6 of a 10-turn rollout with model-like time per turn: restart asks the model for turns 0-6 again, resume by replay for none', async () => {
+    const TURNS = 10;
+    const KILL_AT = 6;
+    const script: Script = (_req, turn) => {
+      if (turn >= TURNS - 1) return { content: 'Done.', toolCalls: [{ name: 'submit', arguments: {} }] };
+      const step = `echo turn-${turn} >> /app/log.txt`;
+      const command = turn === KILL_AT ? `sleep 5; ${step}` : turn === TURNS - 2 ? `${step} && ${WRITE_GREETING}` : step;
+      return { content: `Step ${turn}.`, toolCalls: [{ name: 'bash', arguments: { command } }] };
+    };
+    for (const resume of ['restart', 'replay'] as const) {
+      const host = new FaultHost(scratch, `resume-${resume}`);
+      let generated = 0;
+      const tokensOfTurn = new Map<number, number>();
+      const ids = scriptedTokens();
+      // An inference server's time per turn, and its token ids (counted as they are generated).
+      const llm = await startScriptedOpenAIServer(script, {
+        delayMs: 1_500,
+        tokens: (req, answer) => {
+          const t = ids.tokens(req, answer);
+          generated += t.completionIds.length;
+          tokensOfTurn.set(req.messages.filter((m) => m.role === 'assistant').length, t.completionIds.length);
+          return t;
+        },
+      });
+      try {
+        await host.startWorker();
+        const batchId = `fault-resume-${resume}-${Date.now()}`;
+        const run = await runGroups(client, host, { batchId, tasks: [greetingTask], groupSize: 2, policy: openai(llm), resume, retries: 1 });
+        await eventually(async () => llm.requests.length, (n) => n >= 2 * (KILL_AT + 1), `turn ${KILL_AT} asked for by both rollouts`, 180_000);
+        await sleep(3_000); // the answers are in and the turn's 5 s commands run
+        const killed = (await new LocalSandboxProvider({ stateRoot: host.sandboxRoot }).list()).filter((r) => r.handle);
+        for (const record of killed) if (record.handle) process.kill(localHandle(record.handle).pid, 'SIGKILL');
+        const groups = await run.results();
+        const rollouts = rolloutsOf(groups);
+        const store = new FsTrajectoryStore(host.trajectories);
+        let replayMs = 0;
+        let replayed = 0;
+        let digestMs = 0;
+        let digests = 0;
+        for (const r of rollouts) {
+          assert.deepEqual([r.reward, r.outcomeClass, r.attempts, r.turns], [1, 'ok', 2, TURNS], JSON.stringify(r.attemptHistory));
+          assert.equal(`${r.attemptHistory[0]?.outcomeClass}/${r.attemptHistory[0]?.outcomeType}`, 'infra/sandbox_lost');
+          assert.equal(r.tokenIntegrity?.status, 'ok', JSON.stringify(r.tokenIntegrity));
+          const resumed = r.attemptHistory[1]?.resumed;
+          if (resume === 'replay') {
+            assert.deepEqual([resumed?.fromAttempt, resumed?.turns, resumed?.nextTurnAnswered, resumed?.stateChecked], [0, KILL_AT, true, true], JSON.stringify(r.attemptHistory[1]));
+            replayMs += resumed?.replayMs ?? 0;
+            replayed += resumed?.replayedCalls ?? 0;
+            for (let turn = 0; turn < KILL_AT; turn++) {
+              const record = await store.get<ToolTurnRecord>(r.trajectoryRef, toolName(0, turn, 0));
+              digestMs += record?.stateMs ?? 0;
+              digests += record?.stateMs !== undefined ? 1 : 0;
+            }
+          } else assert.equal(resumed, undefined);
+          const log = await store.get<ToolTurnRecord>(r.trajectoryRef, toolName(1, TURNS - 2, 0));
+          assert.equal(log?.exitCode, 0);
+        }
+        const calls = llm.requests.length;
+        const perFailure = (calls - rollouts.length * TURNS) / killed.length;
+        assert.equal(perFailure, resume === 'replay' ? 0 : KILL_AT + 1, `${resume}: model calls asked again per infra failure`);
+        const once = rollouts.length * [...tokensOfTurn.values()].reduce((a, b) => a + b, 0);
+        resumeRows.push({ resume, rollouts: rollouts.length, failures: killed.length, calls, callsAgain: perFailure, generated, tokensAgain: (generated - once) / killed.length, replayPerCallMs: replayed ? replayMs / replayed : null, digestPerCallMs: digests ? digestMs / digests : null });
+        rows.push(rowFor(`sandboxes lost at turn ${KILL_AT} of ${TURNS}, resume ${resume}`, killed.length, groups, 2, await assertLeakFree(host)));
+      } finally {
+        await host.stop(client);
+        await llm.close();
+      }
     }
   });
 
