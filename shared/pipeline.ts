@@ -198,6 +198,20 @@ export const MAX_GROUP_SIZE = 1024;
 
 export const VerifyModeSchema = z.enum(['in-place', 'clean-room']);
 
+/** The rollout a group's rollouts branch from, and where. */
+export const BranchOfSchema = z
+  .object({
+    /** The parent rollout's workflow id, and where its turns are. */
+    rolloutWorkflowId: z.string().min(1),
+    trajectoryRef: z.string().min(1),
+    /** The parent's attempt whose turns are shared. */
+    attempt: z.number().int().min(0),
+    /** Turns 0..atTurn-1 are shared; each branch generates turn atTurn itself. */
+    atTurn: z.number().int().min(1),
+  })
+  .strict();
+export type BranchOf = z.output<typeof BranchOfSchema>;
+
 export const GroupInputSchema = z
   .object({
     batchId: z.string().regex(/^[A-Za-z0-9._-]+$/, 'letters, digits, dot, dash and underscore only'),
@@ -243,6 +257,11 @@ export const GroupInputSchema = z
      * user-mode networking, private ranges closed). Unset: the task decides. In the experiment record either way.
      */
     network: z.enum(['none', 'public']).optional(),
+    /**
+     * The group's rollouts are branches of one rollout (`rollout branch`, branchRollout): each shares its
+     * turns 0..atTurn-1 (restored into its own sandbox by replay, the same ids) and goes on from there.
+     */
+    branchOf: BranchOfSchema.optional(),
     /** Task queues of this pipeline's workers (separate pipelines can share one namespace). */
     taskQueues: z
       .object({ main: z.string().min(1), policy: z.string().min(1) })
@@ -330,6 +349,8 @@ export interface AttemptSummary {
 
 /** How an attempt came to start at a later turn: which attempt's turns it took over, and how its sandbox was restored. */
 export interface ResumedTurns {
+  /** Another rollout's turns (a branch's prefix); absent: this rollout's own. */
+  fromRollout?: string;
   fromAttempt: number;
   /** Turns 0..turns-1 were taken over; the attempt's own work began at this turn. */
   turns: number;
@@ -347,6 +368,7 @@ export interface ResumedTurns {
 
 /** The first replayed call that did not do what the recorded one did. */
 export interface ReplayDivergence {
+  fromRollout?: string;
   fromAttempt: number;
   turn: number;
   callIndex: number;
@@ -384,6 +406,8 @@ export interface RolloutResult {
   stale?: boolean;
   /** Attempts restarted at a newer policy version (staleness.onStale restart). */
   staleRestarts?: number;
+  /** A branch of another rollout (group.branchOf): its parent, the turn it branched at, and how many turns it shares (0: the replay diverged, it started afresh). */
+  branch?: { parentRolloutId: string; atTurn: number; sharedTurns: number };
 }
 
 /** `stale`: a rollout's oldest turn was more than staleness.maxStaleness versions behind and onStale is drop_group. */

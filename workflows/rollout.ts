@@ -71,6 +71,9 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   let attemptResume: Pick<AttemptSummary, 'resumed' | 'divergence'> = {};
   /** The running attempt got past provisioning (and restoring): it may have recorded turns. */
   let reachedAgent = false;
+  /** A branch (group.branchOf): the parent's turns its current attempt shares, and whether replaying them diverged once. */
+  let sharedTurns = 0;
+  let branchPrefixDiverged = false;
   const summarize = (summary: AttemptSummary): void => {
     history.push({ ...summary, ...attemptResume });
   };
@@ -174,12 +177,17 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
 
     try {
       // ---- resume (failurePolicy.resume 'replay'): the earlier attempt's finished turns, replayed into this sandbox ----
+      // A branch's attempts start from its parent's turns, unless one of its own attempts is resumed.
       let resumed: RestoredPrefix | undefined;
-      if (resumeFrom !== null && group.failurePolicy.resume === 'replay') {
-        const from = resumeFrom;
+      const ownTurns = resumeFrom !== null && group.failurePolicy.resume === 'replay' ? resumeFrom : null;
+      const branchOf = ownTurns === null && group.branchOf && !branchPrefixDiverged ? group.branchOf : undefined;
+      sharedTurns = ownTurns !== null ? sharedTurns : 0;
+      if (ownTurns !== null || branchOf) {
+        const from = ownTurns ?? branchOf?.attempt ?? 0;
         progress.stage = 'restoring';
         showProgress();
-        const restored = await host.restoreTurns(`restore the turns of attempt ${from + 1} by replay into sandbox ${p.handle.id}`, {
+        const what = branchOf ? `turns 0-${branchOf.atTurn - 1} of ${branchOf.rolloutWorkflowId}` : `the turns of attempt ${from + 1}`;
+        const restored = await host.restoreTurns(`restore ${what} by replay into sandbox ${p.handle.id}`, {
           handle: p.handle,
           trajectoryRef,
           fromAttempt: from,
@@ -188,16 +196,20 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
           commandTimeoutSec: group.limits.commandTimeoutSec,
           maxOutputBytes: group.limits.maxOutputBytes,
           scripted: group.policy.kind === 'scripted',
+          ...(branchOf ? { branchOf: { rolloutWorkflowId: branchOf.rolloutWorkflowId, trajectoryRef: branchOf.trajectoryRef, turns: branchOf.atTurn } } : {}),
         });
         if (restored.status === 'restored') {
           resumed = restored.prefix;
           const x = restored.prefix;
-          attemptResume.resumed = { fromAttempt: x.fromAttempt, turns: x.turns, nextTurnAnswered: x.nextTurnAnswered, method: x.method, replayedCalls: x.replayedCalls, replayMs: x.replayMs, stateChecked: x.stateChecked, drift: x.drift };
+          attemptResume.resumed = { ...(x.fromRollout !== undefined ? { fromRollout: x.fromRollout } : {}), fromAttempt: x.fromAttempt, turns: x.turns, nextTurnAnswered: x.nextTurnAnswered, method: x.method, replayedCalls: x.replayedCalls, replayMs: x.replayMs, stateChecked: x.stateChecked, drift: x.drift };
+          if (branchOf) sharedTurns = x.turns;
         } else if (restored.status === 'diverged') {
           // Not the same environment: nothing is taken over, and a sandbox holding part of a replay is no
-          // start for turn 0. Later attempts do not try that attempt's turns again.
+          // start for turn 0. Later attempts do not try those turns again.
           attemptResume.divergence = restored.divergence;
           resumeFrom = null;
+          sharedTurns = 0;
+          if (branchOf) branchPrefixDiverged = true;
           log.warn('the replay diverged: the attempt starts at turn 0 on a fresh sandbox', { rollout: index, attempt, divergence: restored.divergence });
           await tearDown();
           p = await provision(true);
@@ -392,6 +404,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
       tokenIntegrity: attemptState.tokenIntegrity,
       policyVersions: attemptState.attemptVersions,
       ...(staleRestarts > 0 ? { staleRestarts } : {}),
+      ...(group.branchOf ? { branch: { parentRolloutId: group.branchOf.rolloutWorkflowId, atTurn: group.branchOf.atTurn, sharedTurns } } : {}),
     };
   }
 }

@@ -46,7 +46,7 @@ export interface PolicyTurnRecord extends PolicyResponse {
   /** How long the call waited for room on the inference server, and its load then (policies/admission/); not in latencyMs. */
   admission?: Admission;
   /** Taken over from an earlier attempt of the rollout (failurePolicy.resume 'replay'): the model was not asked again. */
-  restored?: { fromAttempt: number };
+  restored?: { fromAttempt: number; fromRollout?: string };
 }
 
 export interface ToolTurnRecord {
@@ -70,7 +70,7 @@ export interface ToolTurnRecord {
   /** How long making that digest took. */
   stateMs?: number;
   /** Taken over from an earlier attempt (failurePolicy.resume 'replay'): how its replay into this attempt's sandbox went. */
-  restored?: { fromAttempt: number; replayExitCode: number | null; replayMs: number; drift: boolean };
+  restored?: { fromAttempt: number; fromRollout?: string; replayExitCode: number | null; replayMs: number; drift: boolean };
 }
 
 export const metaName = (attempt: number): string => `${attemptPrefix(attempt)}meta.json`;

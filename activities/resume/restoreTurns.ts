@@ -10,6 +10,7 @@
  * A replay that diverges (another exit code, other files) takes nothing over: the workflow starts the
  * attempt at turn 0 on another fresh sandbox, with the divergence in the attempt's history.
  */
+import { ClassifiedError } from '../../shared/failures.js';
 import type { ReplayDivergence, ResumedTurns } from '../../shared/pipeline.js';
 import type { SandboxHandle, SandboxProvider } from '../../shared/sandbox.js';
 import { attemptPrefix, type TrajectoryStore } from '../store/trajectoryStore.js';
@@ -17,7 +18,7 @@ import { policyName, toolName, type PolicyTurnRecord, type ToolTurnRecord } from
 import { parseToolCall } from '../agent/toolArguments.js';
 import { turnIntegrity, type TurnTokenStatus } from '../policies/tokens/turnIntegrity.js';
 import { turnTokensOf } from '../policies/tokens/turnTokensOf.js';
-import { readRecordedTurns, type RecordedTurn } from './recordedTurns.js';
+import { readRecordedTurns, type RecordedAttempt, type RecordedTurn } from './recordedTurns.js';
 import { replayTurns } from './replayTurns.js';
 
 export interface RestoreTurnsInput {
@@ -31,6 +32,11 @@ export interface RestoreTurnsInput {
   maxOutputBytes: number;
   /** The group's policy is scripted (its turns have no token ids, by design). */
   scripted: boolean;
+  /**
+   * A branch (group.branchOf): the turns come from another rollout's trajectory, exactly `turns` of them,
+   * and the branch generates the next turn itself (no answer taken over).
+   */
+  branchOf?: { rolloutWorkflowId: string; trajectoryRef: string; turns: number };
 }
 
 /** What the agent loop needs to go on at turn `turns`. */
@@ -53,30 +59,31 @@ export type RestoreTurnsOutput = { status: 'restored'; prefix: RestoredPrefix } 
 export const restoreName = (attempt: number): string => `${attemptPrefix(attempt)}restore.json`;
 
 export async function restoreTurns(provider: SandboxProvider, store: TrajectoryStore, input: RestoreTurnsInput, signal?: AbortSignal): Promise<RestoreTurnsOutput> {
-  const { trajectoryRef: ref, fromAttempt, toAttempt } = input;
-  const recorded = await readRecordedTurns(store, ref, fromAttempt);
+  const { trajectoryRef: ref, fromAttempt, toAttempt, branchOf } = input;
+  const recorded = branchOf ? await branchPrefix(store, branchOf, fromAttempt) : await readRecordedTurns(store, ref, fromAttempt);
   if (recorded.finished.length === 0 && !recorded.interrupted) return { status: 'nothing', reason: `attempt ${fromAttempt} recorded no turn` };
+  const from = branchOf ? { fromRollout: branchOf.rolloutWorkflowId, fromAttempt } : { fromAttempt };
   const started = performance.now();
   const replay = await replayTurns(provider, input.handle, recorded.finished, input, `restore/${attemptPrefix(toAttempt)}from-${fromAttempt}`, signal);
   const replayMs = performance.now() - started;
   if (replay.status === 'diverged') {
-    const divergence: ReplayDivergence = { fromAttempt, turn: replay.turn, callIndex: replay.callIndex, what: replay.what, replayedCalls: replay.calls.length, replayMs };
+    const divergence: ReplayDivergence = { ...from, turn: replay.turn, callIndex: replay.callIndex, what: replay.what, replayedCalls: replay.calls.length, replayMs };
     await store.put(ref, restoreName(toAttempt), { status: 'diverged', ...divergence, calls: replay.calls });
     return { status: 'diverged', divergence };
   }
   const byCall = new Map(replay.calls.map((c) => [`${c.turn}/${c.callIndex}`, c]));
   for (const [turn, t] of recorded.finished.entries()) {
-    await store.put(ref, policyName(toAttempt, turn), { ...t.policy, restored: { fromAttempt } } satisfies PolicyTurnRecord);
+    await store.put(ref, policyName(toAttempt, turn), { ...t.policy, restored: from } satisfies PolicyTurnRecord);
     for (const [callIndex, tool] of t.tools) {
       const again = byCall.get(`${turn}/${callIndex}`);
-      const restored = { fromAttempt, replayExitCode: again?.exitCode ?? null, replayMs: again?.durationMs ?? 0, drift: again?.drift ?? false };
+      const restored = { ...from, replayExitCode: again?.exitCode ?? null, replayMs: again?.durationMs ?? 0, drift: again?.drift ?? false };
       await store.put(ref, toolName(toAttempt, turn, callIndex), { ...tool, restored } satisfies ToolTurnRecord);
     }
   }
   const next = recorded.interrupted;
-  if (next) await store.put(ref, policyName(toAttempt, recorded.finished.length), { ...next, restored: { fromAttempt } } satisfies PolicyTurnRecord);
+  if (next) await store.put(ref, policyName(toAttempt, recorded.finished.length), { ...next, restored: from } satisfies PolicyTurnRecord);
   const prefix: RestoredPrefix = {
-    fromAttempt,
+    ...from,
     turns: recorded.finished.length,
     nextTurnAnswered: next !== null,
     method: 'replay',
@@ -92,6 +99,18 @@ export async function restoreTurns(provider: SandboxProvider, store: TrajectoryS
   };
   await store.put(ref, restoreName(toAttempt), { status: 'restored', ...prefix, calls: replay.calls });
   return { status: 'restored', prefix };
+}
+
+/**
+ * A branch's prefix: exactly `turns` finished turns of the parent's attempt, and no answer after them
+ * (each branch samples that turn itself). Too few is an error that names the rollout and the turn.
+ */
+async function branchPrefix(store: TrajectoryStore, branchOf: NonNullable<RestoreTurnsInput['branchOf']>, attempt: number): Promise<RecordedAttempt> {
+  const parent = await readRecordedTurns(store, branchOf.trajectoryRef, attempt);
+  if (parent.finished.length < branchOf.turns) {
+    throw new ClassifiedError('task', 'invalid_spec', `branch of ${branchOf.rolloutWorkflowId} at turn ${branchOf.turns}: its attempt ${attempt + 1} has ${parent.finished.length} finished turn(s) in the trajectory store (${store.locate(branchOf.trajectoryRef)}). Fix: branch at a turn from 1 to ${parent.finished.length}, or point the workers at the store the parent ran with`);
+  }
+  return { finished: parent.finished.slice(0, branchOf.turns), interrupted: null };
 }
 
 /** Each turn's token status, checked again as the policy step checks it (the records are the same). */

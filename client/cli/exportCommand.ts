@@ -25,6 +25,9 @@ export const exportUsage = `rollout export <batch-id> --out FILE [--keep-broken]
     advantage         the GRPO advantage over the group's valid rollouts
     policy_versions   the policy version that generated each turn, in order
     staleness, stale  the group's final policy version minus the oldest turn's; past staleness.maxStaleness
+    parent_rollout_id, branch_turn, prefix_length
+                      for a branch (rollout branch): the rollout it branched from, the turn, and how many
+                      tokens at the start of input_ids it shares with it and its siblings; null otherwise
     outcome           {class, type}: ok/submitted, model/max_turns, ...
     token_integrity   {status ok|broken|missing, attempt, turns, turn, position, reason, unmasked_turns}:
                       where the exact-prefix rule broke (turn, token position) or why ids are missing

@@ -14,6 +14,7 @@ import { PostgresStartError } from '../../cluster/postgresServer.js';
 import { TemporalServerBinaryError } from '../../cluster/temporalServerBinary.js';
 import { TemporalSchemaError } from '../../cluster/temporalSchema.js';
 import { TemporalServiceStartError } from '../../cluster/temporalServiceProcess.js';
+import { branchCommand, branchUsage } from './branchCommand.js';
 import { cancelCommand, cancelUsage } from './cancelCommand.js';
 import { exportCommand, exportUsage } from './exportCommand.js';
 import { envCommand, envUsage } from './envCommand.js';
@@ -48,6 +49,7 @@ const commands: Record<string, { run: (argv: string[]) => Promise<number>; usage
   cancel: { run: cancelCommand, usage: cancelUsage },
   replay: { run: replayCommand, usage: replayUsage },
   rerun: { run: rerunCommand, usage: rerunUsage },
+  branch: { run: branchCommand, usage: branchUsage },
   'replay-history': { run: replayHistoryCommand, usage: replayHistoryUsage },
   server: { run: serverCommand, usage: serverUsage },
   cluster: { run: clusterCommand, usage: clusterUsage },

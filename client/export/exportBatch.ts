@@ -50,6 +50,13 @@ function integrityOf(r: RolloutResult, records: PolicyTurnRecord[]): TokenIntegr
   return { status: 'missing', attempt: r.attempts - 1, turns: records.length, reason: 'the rollout ran before token capture existed' };
 }
 
+/** Tokens a branch shares with its parent: the prompt of its first own turn (every shared turn and observation, and the template's turn header). */
+function sharedPrefixLength(records: PolicyTurnRecord[], sharedTurns: number): number {
+  if (sharedTurns === 0) return 0;
+  const first = records[sharedTurns]?.turnTokens;
+  return first && 'promptIds' in first ? first.promptIds.length : 0;
+}
+
 async function sampleOf(store: TrajectoryStore, group: GroupResult, r: RolloutResult): Promise<{ sample: TrainingSample; integrity: TokenIntegrity }> {
   const attempts = await loadTrajectory(store, r.trajectoryRef);
   const wanted = r.tokenIntegrity?.attempt ?? attempts.length - 1;
@@ -79,6 +86,9 @@ async function sampleOf(store: TrajectoryStore, group: GroupResult, r: RolloutRe
       token_integrity: { ...integrity, ...(tokens.unmasked_turns.length > 0 ? { unmasked_turns: tokens.unmasked_turns } : {}) },
       staleness: r.staleness ?? null,
       stale: r.stale ?? false,
+      parent_rollout_id: r.branch?.parentRolloutId ?? null,
+      branch_turn: r.branch?.atTurn ?? null,
+      prefix_length: r.branch ? sharedPrefixLength(records, r.branch.sharedTurns) : null,
     },
   };
 }

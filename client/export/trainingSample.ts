@@ -35,6 +35,11 @@ export interface TrainingSample {
   token_integrity: TokenIntegrity & { unmasked_turns?: number[] };
   staleness: number | null;
   stale: boolean;
+  /** A branch (rollout branch): the rollout it branched from and at which turn; null otherwise. */
+  parent_rollout_id: string | null;
+  branch_turn: number | null;
+  /** How many tokens at the start of input_ids it shares with its parent and its siblings (the prompt of its first own turn); null when not a branch, 0 when it shares no turn. */
+  prefix_length: number | null;
 }
 
 export interface SampleTokens {

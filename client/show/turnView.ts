@@ -123,17 +123,18 @@ export function turnView(turn: TrajectoryTurn, options: ViewOptions, attemptEnde
     ...(policy.reasoning ? { reasoning: section('reasoning', policy.reasoning, options.lines * 2, 'head') } : {}),
     calls,
   };
-  if (policy.restored) view.restored = restoredFact(policy.restored.fromAttempt, turn.tools);
+  if (policy.restored) view.restored = restoredFact(policy.restored, turn.tools);
   const tokens = tokenFacts(policy);
   return tokens === undefined ? view : { ...view, tokens };
 }
 
 /** `taken over from attempt 1 (not generated again); its 2 calls replayed, 1 output drifted in text only`. */
-function restoredFact(fromAttempt: number, tools: TrajectoryTurn['tools']): string {
+function restoredFact(from: { fromAttempt: number; fromRollout?: string }, tools: TrajectoryTurn['tools']): string {
   const replayed = tools.filter((t) => t.restored);
   const drifted = replayed.filter((t) => t.restored?.drift).length;
   const calls = replayed.length === 0 ? '' : `; its ${replayed.length === 1 ? 'call' : `${replayed.length} calls`} replayed into this sandbox${drifted > 0 ? `, ${drifted} output${drifted === 1 ? '' : 's'} differing in text only (the recorded one is kept)` : ''}`;
-  return `taken over from attempt ${fromAttempt + 1} (the model was not asked again)${calls}`;
+  const source = from.fromRollout ? `rollout ${from.fromRollout} (attempt ${from.fromAttempt + 1}), the branch's parent` : `attempt ${from.fromAttempt + 1}`;
+  return `taken over from ${source} (the model was not asked again)${calls}`;
 }
 
 /** How the turn was sampled and whether its logprobs are the sampling distribution's (the export leaves a flagged one out). */

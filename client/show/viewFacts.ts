@@ -38,6 +38,7 @@ export function headlineFacts(view: RolloutView): string[] {
   if (r) {
     const advantage = state.advantage === undefined ? 'advantage: group not finished' : state.advantage === null ? 'no advantage (excluded from the baseline)' : `advantage ${state.advantage.toFixed(3)}`;
     lines.push(`${r.valid ? 'valid' : 'not valid (outside the group baseline)'} · ${advantage} · ${r.attempts} attempt${r.attempts === 1 ? '' : 's'} · ${r.turns} turn${r.turns === 1 ? '' : 's'}`);
+    if (r.branch) lines.push(`branch of ${r.branch.parentRolloutId} at turn ${r.branch.atTurn}: ${r.branch.sharedTurns > 0 ? `shares its turns 0-${r.branch.sharedTurns - 1}` : 'shares no turn (replaying them diverged; it started afresh)'}`);
   }
   if (state.closeReason) lines.push(`closed: ${state.closeReason}`);
   if (state.startTime) lines.push(`started ${state.startTime.toISOString()}${state.closeTime ? `, closed ${state.closeTime.toISOString()}` : ''}`);
@@ -71,9 +72,10 @@ export function resumeFact(a: AttemptView): string | undefined {
     const checked = r.stateChecked ? "each call's exit code and the sandbox's files checked" : 'exit codes checked (this provider makes no state digest)';
     const drift = r.drift > 0 ? `; ${r.drift} output${r.drift === 1 ? '' : 's'} differed in text only` : '';
     const next = r.nextTurnAnswered ? `; turn ${r.turns}'s answer taken over too` : '';
-    return `resumed at turn ${r.turns}: turns 0-${r.turns - 1} taken over from attempt ${r.fromAttempt + 1}, restored by replaying ${r.replayedCalls} tool call${r.replayedCalls === 1 ? '' : 's'} in ${durationText(r.replayMs)} (${checked}${drift})${next}`;
+    const source = r.fromRollout ? `its parent ${r.fromRollout} (attempt ${r.fromAttempt + 1})` : `attempt ${r.fromAttempt + 1}`;
+    return `${r.fromRollout ? 'branched' : 'resumed'} at turn ${r.turns}: turns 0-${r.turns - 1} taken over from ${source}, restored by replaying ${r.replayedCalls} tool call${r.replayedCalls === 1 ? '' : 's'} in ${durationText(r.replayMs)} (${checked}${drift})${next}`;
   }
   const d = a.summary?.divergence;
-  if (d) return `resume refused: the replay of attempt ${d.fromAttempt + 1} diverged at turn ${d.turn}, call ${d.callIndex} (${d.what}); started at turn 0 on a fresh sandbox`;
+  if (d) return `${d.fromRollout ? 'branch prefix refused' : 'resume refused'}: the replay of ${d.fromRollout ? `${d.fromRollout} (attempt ${d.fromAttempt + 1})` : `attempt ${d.fromAttempt + 1}`} diverged at turn ${d.turn}, call ${d.callIndex} (${d.what}); started at turn 0 on a fresh sandbox`;
   return undefined;
 }

@@ -3,7 +3,8 @@
  * a fresh sandbox, its files restored by replaying the recorded tool calls (each checked by exit code
  * and by the digest of the files it left), with no model call for the turns already done and the
  * exact-prefix sample intact; an attempt whose commands leave other files on every run falls back
- * to turn 0 and says where the replay diverged. Real dev server, real local sandboxes, a scripted
+ * to turn 0 and says where the replay diverged; a branch of N shares a rollout's first turns and
+ * goes on N times. Real dev server, real local sandboxes, a scripted
  * OpenAI endpoint (with token ids), both places an attempt can run.
  */
 import assert from 'node:assert/strict';
@@ -13,6 +14,8 @@ import { dirname, join, resolve } from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { PolicyTurnRecord, ToolTurnRecord } from '../../activities/agent/conversation.js';
+import { FsTrajectoryStore } from '../../activities/store/fsTrajectoryStore.js';
+import { BranchError, branchRollout } from '../../client/branch/branchRollout.js';
 import { exportBatch } from '../../client/export/exportBatch.js';
 import type { TrainingSample } from '../../client/export/trainingSample.js';
 import { readRolloutState } from '../../client/show/readRolloutState.js';
@@ -147,4 +150,56 @@ test('resume: commands that leave other files on every run diverge in the replay
   const shown = rolloutText(await buildRolloutView(await readRolloutState(h.client, r.workflowId, 'the test server'), h.store, { lines: 5 }));
   assert.match(shown, /resume refused: the replay of attempt 1 diverged at turn 0, call 0 \(the sandbox's files differ after the call: \/app\/stamp\.txt\); started at turn 0 on a fresh sandbox/);
   assert.deepEqual(await h.provider.list(), [], 'every sandbox torn down, the diverged one too');
+});
+
+test('branch: N rollouts share a finished rollout\'s turns 0..K-1 (same ids, replayed into their own sandboxes) and go on N times from turn K; a bad branch request names the thing and the fix', { timeout: 300_000 }, async () => {
+  script = 'steady';
+  longCommand = 'true';
+  const parentBatch = `resume-branch-parent-${Date.now()}`;
+  const submitted = await submitBatch(h.client, { batchId: parentBatch, taskQueues: h.taskQueues, tasks: [join(examples, 'write-greeting')], groupSize: 1, minValid: 1, policy: { kind: 'openai', baseUrl: llm.baseUrl, model: 'scripted-model', sampling: { seed: 3 } } });
+  const parents: GroupResult[] = [];
+  for await (const g of submitted.results()) parents.push(g);
+  const parent = parents[0]?.rollouts[0] as RolloutResult;
+  assert.deepEqual([parent.reward, parent.turns], [1, 5]);
+
+  const before = llm.requests.length;
+  const branches = await branchRollout(h.client, h.store, { rolloutId: parent.workflowId, atTurn: 2, n: 2 }, 'the test server');
+  const groups: GroupResult[] = [];
+  for await (const g of branches.batch.results()) groups.push(g);
+  const siblings = groups[0]?.rollouts ?? [];
+  assert.equal(siblings.length, 2);
+  assert.equal(llm.requests.length - before, 2 * 3, 'each branch asks the model for turns 2-4 only');
+  const seeds = new Set(llm.requests.slice(before).map((r) => r.seed));
+  assert.equal(seeds.size, 6, 'every branch turn has its own seed');
+  for (const b of siblings) {
+    assert.deepEqual([b.reward, b.outcomeClass, b.turns, b.attempts], [1, 'ok', 5, 1], JSON.stringify(b.attemptHistory));
+    assert.deepEqual(b.branch, { parentRolloutId: parent.workflowId, atTurn: 2, sharedTurns: 2 });
+    assert.deepEqual([b.attemptHistory[0]?.resumed?.fromRollout, b.attemptHistory[0]?.resumed?.turns, b.attemptHistory[0]?.resumed?.nextTurnAnswered], [parent.workflowId, 2, false]);
+    assert.deepEqual(b.tokenIntegrity, { status: 'ok', attempt: 0, turns: 5 });
+    for (const turn of [0, 1]) {
+      const name = `attempt-00/turn-000${turn}.policy.json`;
+      const mine = await h.store.get<PolicyTurnRecord>(b.trajectoryRef, name);
+      const theirs = await h.store.get<PolicyTurnRecord>(parent.trajectoryRef, name);
+      assert.deepEqual({ ...mine, restored: undefined }, { ...theirs, restored: undefined }, `turn ${turn} shared as the parent generated it`);
+    }
+  }
+  const out = join(mkdtempSync(join(tmpdir(), 'branch-export-')), 'samples.jsonl');
+  const report = await exportBatch(h.client, h.store, branches.batch.batchId, out);
+  assert.equal(report.exported, 2, JSON.stringify(report.excluded));
+  const samples = readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as TrainingSample);
+  const turn2 = await h.store.get<PolicyTurnRecord>(siblings[0]?.trajectoryRef ?? '', 'attempt-00/turn-0002.policy.json');
+  const prefix = turn2?.turnTokens && 'promptIds' in turn2.turnTokens ? turn2.turnTokens.promptIds.length : -1;
+  for (const s of samples) {
+    assert.deepEqual([s.parent_rollout_id, s.branch_turn, s.prefix_length], [parent.workflowId, 2, prefix]);
+    assert.equal(s.input_ids.slice(0, prefix).join(), (samples[0]?.input_ids ?? []).slice(0, prefix).join(), 'the siblings share their prefix id for id');
+  }
+  const shown = rolloutText(await buildRolloutView(await readRolloutState(h.client, siblings[0]?.workflowId ?? '', 'the test server'), h.store, { lines: 5 }));
+  assert.match(shown, new RegExp(`branch of ${parent.workflowId.replace(/[/.]/g, '\\$&')} at turn 2: shares its turns 0-1`));
+
+  // Bad requests, before anything starts.
+  await assert.rejects(branchRollout(h.client, h.store, { rolloutId: `rollout/${parentBatch}/write-greeting/7`, atTurn: 1, n: 2 }, 'the test server'), (err: Error) => err instanceof BranchError && /no rollout|not found|does not exist/i.test(err.message) && err.message.includes('/7'));
+  await assert.rejects(branchRollout(h.client, h.store, { rolloutId: parent.workflowId, atTurn: 5, n: 2 }, 'the test server'), (err: Error) => err instanceof BranchError && /--at-turn 5 is past the end of .*: its attempt 1 has 5 finished turns \(0-4; turn 4 submitted\)\. Fix: branch at a turn from 1 to 4/.test(err.message));
+  const elsewhere = new FsTrajectoryStore(mkdtempSync(join(tmpdir(), 'empty-store-')));
+  await assert.rejects(branchRollout(h.client, elsewhere, { rolloutId: parent.workflowId, atTurn: 2, n: 2 }, 'the test server'), (err: Error) => err instanceof BranchError && /is not in the trajectory store at .*Fix: point --data-dir or --store at the store its workers used/.test(err.message));
+  assert.deepEqual(await h.provider.list(), [], 'every sandbox torn down');
 });
