@@ -8,6 +8,7 @@
  * OpenAI endpoint (with token ids), both places an attempt can run.
  */
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -27,9 +28,11 @@ import { localHandle } from '../../shared/sandbox.js';
 import { eventually } from '../helpers/eventually.js';
 import { startHarness, type Harness } from '../helpers/pipelineHarness.js';
 import { startScriptedOpenAIServer, type ScriptedOpenAIServer } from '../helpers/scriptedOpenAIServer.js';
+import { testServerAddress } from '../helpers/temporal.js';
 import { scriptedTokens } from '../helpers/scriptedTokens.js';
 
-const examples = resolve(dirname(fileURLToPath(import.meta.url)), '../../examples/tasks');
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const examples = join(root, 'examples/tasks');
 const WRITE_GREETING = "printf 'Hello, rollout!\\nRewards are earned.\\n' > /app/greeting.txt";
 /** The command of the turn the sandbox is killed in; the turns after the kill find it as they want it. */
 let longCommand = 'sleep 8';
@@ -58,6 +61,17 @@ after(async () => {
   await llm?.close();
   await h?.close();
 });
+
+function runProcess(command: string, args: string[], env: NodeJS.ProcessEnv): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  return new Promise((done) => {
+    const child = spawn(command, args, { env });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+    child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+    child.on('close', (code) => done({ code, stdout, stderr }));
+  });
+}
 
 /** Starts a one-rollout batch, kills its sandbox once turn `killAt`'s answer is in (its command then runs), and returns the result. */
 async function runAndKill(name: string, attemptOn: 'workflow' | 'host', killAt: number): Promise<{ batchId: string; r: RolloutResult; requests: number }> {
@@ -195,6 +209,33 @@ test('branch: N rollouts share a finished rollout\'s turns 0..K-1 (same ids, rep
   }
   const shown = rolloutText(await buildRolloutView(await readRolloutState(h.client, siblings[0]?.workflowId ?? '', 'the test server'), h.store, { lines: 5 }));
   assert.match(shown, new RegExp(`branch of ${parent.workflowId.replace(/[/.]/g, '\\$&')} at turn 2: shares its turns 0-1`));
+
+  // The same from Python (python/rollout_export: branch_rollout runs `rollout branch --json`).
+  const python = process.env.ROLLOUT_TRAINER_PYTHON;
+  assert.ok(python, 'ROLLOUT_TRAINER_PYTHON is set by scripts/setup.sh test');
+  // Asynchronously: this process's workers run the branches meanwhile.
+  const fromPython = await runProcess(
+    python,
+    [
+      '-c',
+      [
+        'import json, sys',
+        'from rollout_export import BranchError, branch_rollout',
+        'kw = dict(address=sys.argv[2], store=sys.argv[3])',
+        'b = branch_rollout(sys.argv[1], at_turn=3, n=1, **kw)',
+        'try:\n    branch_rollout(sys.argv[1], at_turn=9, n=1, **kw)\n    bad = None\nexcept BranchError as e:\n    bad = str(e)',
+        'print(json.dumps({"batch": b.batch_id, "rollouts": b.rollouts, "bad": bad}))',
+      ].join('\n'),
+      parent.workflowId,
+      testServerAddress(),
+      `fs:${join(h.scratch, 'trajectories')}`,
+    ],
+    { ...process.env, PYTHONPATH: join(root, 'python/rollout_export'), ROLLOUT_CLI: `${process.execPath} ${join(root, 'client/bin/rollout.js')}` },
+  );
+  assert.equal(fromPython.code, 0, fromPython.stderr);
+  const py = JSON.parse(fromPython.stdout) as { batch: string; rollouts: RolloutResult[]; bad: string | null };
+  assert.deepEqual(py.rollouts.map((r) => [r.reward, r.branch?.atTurn, r.branch?.sharedTurns]), [[1, 3, 3]], 'one branch at turn 3 from Python');
+  assert.match(py.bad ?? '', /--at-turn 9 is past the end of/, 'a bad request from Python carries the same message');
 
   // Bad requests, before anything starts.
   await assert.rejects(branchRollout(h.client, h.store, { rolloutId: `rollout/${parentBatch}/write-greeting/7`, atTurn: 1, n: 2 }, 'the test server'), (err: Error) => err instanceof BranchError && /no rollout|not found|does not exist/i.test(err.message) && err.message.includes('/7'));

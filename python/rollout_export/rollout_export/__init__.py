@@ -10,10 +10,14 @@
 For TRL, verl, SkyRL and prime-rl: `to_trl_rollout`, `to_verl_agent_loop_output`,
 `to_skyrl_generator_output`, `to_prime_rl_training_sample` (rollout_export/trainers.py).
 
+`branch_rollout(rollout_id, at_turn, n)` starts n rollouts sharing a rollout's first at_turn turns
+(runs `rollout branch`); their batch exports like any other.
+
 `read_samples(path)` checks an export file that already exists. No dependencies; numpy is used by
 `collate` when installed. Field meanings: `rollout export --help`.
 """
 
+from .branch import BranchError, Branches, branch_rollout
 from .pull import ExportError, ExportedBatch, LeftOut, pull_batch, rollout_command
 from .samples import Sample, SampleError, collate, read_samples, sample_problems
 from .trainers import (
@@ -27,6 +31,9 @@ from .trainers import (
 )
 
 __all__ = [
+    "BranchError",
+    "Branches",
+    "branch_rollout",
     "ExportError",
     "ExportedBatch",
     "LeftOut",
