@@ -72,10 +72,11 @@ async function runOnce(provider: LocalSandboxProvider, taskDir: string, run: num
 
 export async function replayDeterminism(provider: LocalSandboxProvider, taskDir: string): Promise<TaskReplay> {
   const started = performance.now();
-  const task = loadTask(taskDir).id;
+  let task = taskDir;
   let first: CallOutcome[];
   let second: CallOutcome[];
   try {
+    task = loadTask(taskDir).id;
     first = await runOnce(provider, taskDir, 0);
     second = await runOnce(provider, taskDir, 1);
   } catch (err) {

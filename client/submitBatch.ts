@@ -54,7 +54,8 @@ function policyLabel(input: ResolvedGroupInput): string {
 }
 
 function groupSummary(input: ResolvedGroupInput): string {
-  return `group ${input.task.id} × ${input.groupSize} · ${policyLabel(input)}`;
+  const branches = input.branchOf ? ` · branches of ${input.branchOf.rolloutWorkflowId} at turn ${input.branchOf.atTurn}` : '';
+  return `group ${input.task.id} × ${input.groupSize} · ${policyLabel(input)}${branches}`;
 }
 
 function groupDetails(input: ResolvedGroupInput): string {
@@ -65,7 +66,8 @@ function groupDetails(input: ResolvedGroupInput): string {
     `**policy** ${policyLabel(input)}`,
     `**limits** maxTurns ${input.limits.maxTurns}, command timeout ${input.limits.commandTimeoutSec} s${input.limits.agentTimeoutSec ? `, agent budget ${input.limits.agentTimeoutSec} s` : ''}`,
     `**network** ${input.network ?? "the task's own (Harbor's rules)"}`,
-    `**verify** ${input.verifyMode}; infra retries ${input.failurePolicy.infra.retries} then ${input.failurePolicy.infra.onExhausted}`,
+    `**verify** ${input.verifyMode}; infra retries ${input.failurePolicy.infra.retries} then ${input.failurePolicy.infra.onExhausted}; resume ${input.failurePolicy.resume}`,
+    ...(input.branchOf ? [`**branches of** ${input.branchOf.rolloutWorkflowId} (attempt ${input.branchOf.attempt + 1}): turns 0-${input.branchOf.atTurn - 1} shared, each branch samples from turn ${input.branchOf.atTurn}`] : []),
   ].join('\n');
 }
 
