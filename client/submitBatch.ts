@@ -9,7 +9,7 @@ import { Connection, WorkflowExecutionAlreadyStartedError, type Client, type Wor
 import { TypedSearchAttributes, WorkflowIdReusePolicy } from '@temporalio/common';
 import { loadTask } from '../activities/tasks/loadTask.js';
 import { groupWorkflowId } from '../shared/names.js';
-import { GroupInputSchema, type GroupInput, type GroupResult, type ResolvedGroupInput } from '../shared/pipeline.js';
+import { branchingProblem, GroupInputSchema, type GroupInput, type GroupResult, type ResolvedGroupInput } from '../shared/pipeline.js';
 import { ROLLOUT_BATCH, ROLLOUT_TASK_ID, ROLLOUT_TASK_VERSION } from '../shared/searchAttributes.js';
 import { ClassifiedError } from '../shared/failures.js';
 import type { rolloutGroup } from '../workflows/rolloutGroup.js';
@@ -103,6 +103,8 @@ export function resolveBatch(options: SubmitBatchOptions): ResolvedGroupInput[] 
     if (!parsed.success) {
       throw new BatchInputError(parsed.error.issues.map((i) => `${i.path.join('.') || 'batch'}${i.path[0] === 'task' ? ` (${dir})` : ''}: ${i.message}`).join('; '));
     }
+    const branching = branchingProblem(parsed.data);
+    if (branching) throw new BatchInputError(branching);
     return parsed.data;
   });
 }

@@ -262,6 +262,25 @@ export const GroupInputSchema = z
      * turns 0..atTurn-1 (restored into its own sandbox by replay, the same ids) and goes on from there.
      */
     branchOf: BranchOfSchema.optional(),
+    /**
+     * Tree-shaped sampling: every rollout that reaches a turn of `atTurns` (before that turn's policy
+     * call) starts width-1 branches there, child workflows of it that share its turns so far and go on
+     * independently (and branch again at later turns of the list). The group's results hold every
+     * rollout of the tree, each naming its parent and branch turn; advantages are computed over the
+     * whole group and within each set of siblings (a rollout and the branches it started at a turn).
+     * Needs attemptOn 'workflow'.
+     */
+    branching: z
+      .object({
+        atTurns: z
+          .array(z.number().int().min(1))
+          .min(1)
+          .max(4)
+          .refine((turns) => turns.every((t, i) => i === 0 || t > (turns[i - 1] ?? 0)), { error: 'branching.atTurns must be increasing, e.g. [2, 4]' }),
+        width: z.number().int().min(2).max(8),
+      })
+      .strict()
+      .optional(),
     /** Task queues of this pipeline's workers (separate pipelines can share one namespace). */
     taskQueues: z
       .object({ main: z.string().min(1), policy: z.string().min(1) })
@@ -284,6 +303,8 @@ export type GroupRequest = z.input<typeof GroupRequestSchema>;
 export interface RolloutInput {
   group: ResolvedGroupInput;
   index: number;
+  /** A branch started by another rollout of the group (group.branching): whose turns it shares, up to which. */
+  branchOf?: BranchOf;
   /** The group's policy version when it started this rollout (absent in rollouts started before versions existed). */
   policyVersion?: number;
 }
@@ -406,8 +427,23 @@ export interface RolloutResult {
   stale?: boolean;
   /** Attempts restarted at a newer policy version (staleness.onStale restart). */
   staleRestarts?: number;
-  /** A branch of another rollout (group.branchOf): its parent, the turn it branched at, and how many turns it shares (0: the replay diverged, it started afresh). */
+  /** A branch of another rollout (group.branchOf, group.branching): its parent, the turn it branched at, and how many turns it shares (0: the replay diverged, it started afresh). */
   branch?: { parentRolloutId: string; atTurn: number; sharedTurns: number };
+  /** group.branching: the branches this rollout started and theirs, each finished (the group lists them beside it). */
+  branches?: RolloutResult[];
+  /** group.branching: its advantage within each set of siblings it belongs to (the rollout that branched at a turn and its branches there). */
+  siblingAdvantages?: { parentRolloutId: string; atTurn: number; advantage: number | null }[];
+}
+
+/** Why a group's branching cannot run as asked (null when it can), for clients and the group workflow alike. */
+export function branchingProblem(group: Pick<ResolvedGroupInput, 'branching' | 'attemptOn' | 'groupSize' | 'branchOf'>): string | null {
+  const b = group.branching;
+  if (!b) return null;
+  if (group.attemptOn !== 'workflow') return "branching needs attemptOn 'workflow' (the rollout workflow starts its branches as its children); drop attemptOn 'host' for this group";
+  if (group.branchOf) return 'branching and branchOf cannot be combined: branch a tree group\'s rollout with rollout branch after it finished';
+  const size = group.groupSize * b.width ** b.atTurns.length;
+  if (size > MAX_GROUP_SIZE) return `branching makes ${group.groupSize} x ${b.width}^${b.atTurns.length} = ${size} rollouts, more than ${MAX_GROUP_SIZE} per group; use fewer roots, a smaller width or fewer branch turns`;
+  return null;
 }
 
 /** `stale`: a rollout's oldest turn was more than staleness.maxStaleness versions behind and onStale is drop_group. */

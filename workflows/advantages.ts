@@ -23,3 +23,41 @@ export function computeAdvantages(rewards: (number | null)[], valid: boolean[], 
   });
   return { mean, std, advantages };
 }
+
+/** The fields of a rollout that place it in a tree (group.branching). */
+interface TreeMember {
+  workflowId: string;
+  reward: number | null;
+  valid: boolean;
+  branch?: { parentRolloutId: string; atTurn: number };
+}
+
+/**
+ * Advantages within each set of siblings of a tree (group.branching): a rollout that branched at a
+ * turn and the branches it started there all continued from the same state, so each set is a GRPO
+ * group of its own. Returns, per rollout (in order), its advantage in every set it belongs to.
+ */
+export function siblingAdvantages(rollouts: readonly TreeMember[], scaleByStd: boolean): { parentRolloutId: string; atTurn: number; advantage: number | null }[][] {
+  const sets = new Map<string, { parentRolloutId: string; atTurn: number; members: number[] }>();
+  rollouts.forEach((r, i) => {
+    if (!r.branch) return;
+    const key = `${r.branch.parentRolloutId}\u0000${r.branch.atTurn}`;
+    let set = sets.get(key);
+    if (!set) {
+      const parent = rollouts.findIndex((p) => p.workflowId === r.branch?.parentRolloutId);
+      set = { parentRolloutId: r.branch.parentRolloutId, atTurn: r.branch.atTurn, members: parent >= 0 ? [parent] : [] };
+      sets.set(key, set);
+    }
+    set.members.push(i);
+  });
+  const out: { parentRolloutId: string; atTurn: number; advantage: number | null }[][] = rollouts.map(() => []);
+  for (const set of sets.values()) {
+    const stats = computeAdvantages(
+      set.members.map((i) => rollouts[i]?.reward ?? null),
+      set.members.map((i) => rollouts[i]?.valid === true),
+      scaleByStd,
+    );
+    set.members.forEach((i, k) => out[i]?.push({ parentRolloutId: set.parentRolloutId, atTurn: set.atTurn, advantage: stats.advantages[k] ?? null }));
+  }
+  return out;
+}

@@ -25,6 +25,7 @@ import { HEARTBEAT_TIMEOUT } from './heartbeatTimeout.js';
 import { cancelRolloutUpdate, policyVersionSignal, rolloutProgressQuery, type RolloutProgress } from './definitions.js';
 import { freshAttemptState, runAgentThenVerify, StaleRestart, staleRestartReason, type AttemptOutcome, type AttemptState } from './attempt/agentLoop.js';
 import { runAttemptOnHost } from './attempt/attemptOnHost.js';
+import { RolloutBranches } from './branches.js';
 import { isAttemptFailureDetails, STALE_RESTART_FAILURE, type AttemptFailureDetails, type AttemptResult, type AttemptTimings } from './attempt/attemptWorkflow.js';
 import { activity, localActivity, localActivityRunToEnd } from './attempt/callActivity.js';
 import { hostActivities } from './attempt/hostCalls.js';
@@ -51,6 +52,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   setHandler(policyVersionSignal, (version) => {
     if (version <= policyVersion) return;
     policyVersion = version;
+    tree?.signalVersion(version);
     // An attempt running on its sandbox's host records its turns' versions itself: pass the news on.
     if (attemptChildId !== null) {
       const child = attemptChildId;
@@ -74,6 +76,10 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   /** A branch (group.branchOf): the parent's turns its current attempt shares, and whether replaying them diverged once. */
   let sharedTurns = 0;
   let branchPrefixDiverged = false;
+  /** The rollout whose turns this one shares: a branch started by another rollout (group.branching), or a group of branches (rollout branch). */
+  const parentTurns = input.branchOf ?? group.branchOf;
+  /** group.branching: the branches this rollout starts at its branch turns (workflows/branches.ts). */
+  const tree = group.branching ? new RolloutBranches(input, info.workflowId, trajectoryRef) : null;
   const summarize = (summary: AttemptSummary): void => {
     history.push({ ...summary, ...attemptResume });
   };
@@ -180,7 +186,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
       // A branch's attempts start from its parent's turns, unless one of its own attempts is resumed.
       let resumed: RestoredPrefix | undefined;
       const ownTurns = resumeFrom !== null && group.failurePolicy.resume === 'replay' ? resumeFrom : null;
-      const branchOf = ownTurns === null && group.branchOf && !branchPrefixDiverged ? group.branchOf : undefined;
+      const branchOf = ownTurns === null && parentTurns && !branchPrefixDiverged ? parentTurns : undefined;
       sharedTurns = ownTurns !== null ? sharedTurns : 0;
       if (ownTurns !== null || branchOf) {
         const from = ownTurns ?? branchOf?.attempt ?? 0;
@@ -272,6 +278,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
         },
         state,
         ...(resumed ? { resumed } : {}),
+        ...(tree ? { beforeTurn: (turn: number) => tree.beforeTurn(turn, attempt, policyVersion) } : {}),
       });
     } catch (err) {
       hostGone = hostUnreachable(err);
@@ -362,6 +369,8 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
       break;
     }
   }
+  // group.branching: the branches this rollout started go on beside it; it returns once they all have.
+  const branches = tree ? await tree.results() : [];
   // Rollouts started before this step existed replay without it (patched() is false for them).
   if (patched('record-rollout-in-store')) {
     await CancellationScope.nonCancellable(() =>
@@ -371,7 +380,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
       }),
     );
   }
-  return result;
+  return branches.length > 0 ? { ...result, branches } : result;
 
   function finish(reward: number | null, valid: boolean, outcomeClass: OutcomeClass, outcomeType: string, attempts: number, evidence?: string[]): RolloutResult {
     progress.stage = 'done';
@@ -404,7 +413,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
       tokenIntegrity: attemptState.tokenIntegrity,
       policyVersions: attemptState.attemptVersions,
       ...(staleRestarts > 0 ? { staleRestarts } : {}),
-      ...(group.branchOf ? { branch: { parentRolloutId: group.branchOf.rolloutWorkflowId, atTurn: group.branchOf.atTurn, sharedTurns } } : {}),
+      ...(parentTurns ? { branch: { parentRolloutId: parentTurns.rolloutWorkflowId, atTurn: parentTurns.atTurn, sharedTurns } } : {}),
     };
   }
 }

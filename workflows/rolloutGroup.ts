@@ -11,7 +11,7 @@ import { METRIC } from '../shared/metricNames.js';
 import { rolloutWorkflowId } from '../shared/names.js';
 import type { GroupRequest, GroupResult, GroupStatus, ResolvedGroupInput, RolloutResult } from '../shared/pipeline.js';
 import { ROLLOUT_BATCH, ROLLOUT_TASK_ID, ROLLOUT_TASK_VERSION } from '../shared/searchAttributes.js';
-import { computeAdvantages } from './advantages.js';
+import { computeAdvantages, siblingAdvantages } from './advantages.js';
 import { classifyFailure } from './classifyFailure.js';
 import { advancePolicyVersionUpdate, groupProgressQuery, policyVersionProblem, policyVersionSignal, type GroupProgress } from './definitions.js';
 import { applyStaleness } from './staleness.js';
@@ -41,13 +41,15 @@ async function resolveInput(request: GroupRequest): Promise<ResolvedGroupInput |
   // Imported here, not at the top: every workflow of the bundle (each rollout too) evaluates the modules
   // this file imports, and building shared/pipeline.ts's zod schemas cost ~25 ms of the workflow thread's
   // CPU per workflow started. Bundled in (webpackMode eager); only a group's first task evaluates it.
-  const { GroupRequestSchema } = await import(/* webpackMode: "eager" */ '../shared/pipeline.js');
+  const { GroupRequestSchema, branchingProblem } = await import(/* webpackMode: "eager" */ '../shared/pipeline.js');
   const parsed = GroupRequestSchema.safeParse(request);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'input'}: ${i.message}`).join('; ');
     throw ApplicationFailure.create({ type: 'BadGroupInput', message: `rolloutGroup input: ${problems}`, nonRetryable: true });
   }
   const { task, ...rest } = parsed.data;
+  const branching = branchingProblem(rest);
+  if (branching) throw ApplicationFailure.create({ type: 'BadGroupInput', message: `rolloutGroup input: ${branching}`, nonRetryable: true });
   if (task.id !== undefined && task.version !== undefined) return { ...rest, task: { id: task.id, dir: task.dir, version: task.version } };
   const { resolveTask } = proxyActivities<PipelineActivities>({ taskQueue: rest.taskQueues.main, startToCloseTimeout: '1 minute', retry: { maximumAttempts: 3, nonRetryableErrorTypes: ['task/invalid_spec'] } });
   try {
@@ -108,7 +110,7 @@ export async function rolloutGroup(request: GroupRequest): Promise<GroupResult> 
     },
   );
 
-  const rollouts = await Promise.all(
+  const roots = await Promise.all(
     Array.from({ length: input.groupSize }, async (_, index) => {
       let result: RolloutResult;
       try {
@@ -136,6 +138,8 @@ export async function rolloutGroup(request: GroupRequest): Promise<GroupResult> 
     }),
   );
 
+  // group.branching: each root hands up the branches of its tree; the group's rollouts are all of them.
+  const rollouts = roots.flatMap(({ branches, ...root }) => [root, ...(branches ?? [])]);
   const staleness = applyStaleness(rollouts, policyVersion, input.staleness);
   const stats = computeAdvantages(
     rollouts.map((r) => r.reward),
@@ -143,6 +147,7 @@ export async function rolloutGroup(request: GroupRequest): Promise<GroupResult> 
     input.scaleAdvantagesByStd,
   );
   rollouts.forEach((r, i) => (r.advantage = stats.advantages[i] ?? null));
+  if (input.branching) siblingAdvantages(rollouts, input.scaleAdvantagesByStd).forEach((s, i) => (rollouts[i] as RolloutResult).siblingAdvantages = s);
   const validCount = rollouts.filter((r) => r.valid).length;
 
   let status: GroupStatus = 'complete';

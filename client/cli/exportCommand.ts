@@ -28,6 +28,9 @@ export const exportUsage = `rollout export <batch-id> --out FILE [--keep-broken]
     parent_rollout_id, branch_turn, prefix_length
                       for a branch (rollout branch): the rollout it branched from, the turn, and how many
                       tokens at the start of input_ids it shares with it and its siblings; null otherwise
+    sibling_advantages  with branching in the group: [{parent_rollout_id, branch_turn, advantage}], its
+                      advantage within each set of siblings it belongs to (a rollout that branched at a
+                      turn and its branches there); [] otherwise
     outcome           {class, type}: ok/submitted, model/max_turns, ...
     token_integrity   {status ok|broken|missing, attempt, turns, turn, position, reason, unmasked_turns}:
                       where the exact-prefix rule broke (turn, token position) or why ids are missing

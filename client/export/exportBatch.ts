@@ -89,6 +89,7 @@ async function sampleOf(store: TrajectoryStore, group: GroupResult, r: RolloutRe
       parent_rollout_id: r.branch?.parentRolloutId ?? null,
       branch_turn: r.branch?.atTurn ?? null,
       prefix_length: r.branch ? sharedPrefixLength(records, r.branch.sharedTurns) : null,
+      sibling_advantages: (r.siblingAdvantages ?? []).map((s) => ({ parent_rollout_id: s.parentRolloutId, branch_turn: s.atTurn, advantage: s.advantage })),
     },
   };
 }

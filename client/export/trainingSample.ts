@@ -40,6 +40,8 @@ export interface TrainingSample {
   branch_turn: number | null;
   /** How many tokens at the start of input_ids it shares with its parent and its siblings (the prompt of its first own turn); null when not a branch, 0 when it shares no turn. */
   prefix_length: number | null;
+  /** group.branching: its advantage within each set of siblings it belongs to (a rollout that branched at a turn and its branches there). */
+  sibling_advantages: { parent_rollout_id: string; branch_turn: number; advantage: number | null }[];
 }
 
 export interface SampleTokens {

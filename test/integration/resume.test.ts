@@ -37,18 +37,20 @@ const WRITE_GREETING = "printf 'Hello, rollout!\\nRewards are earned.\\n' > /app
 /** The command of the turn the sandbox is killed in; the turns after the kill find it as they want it. */
 let longCommand = 'sleep 8';
 /** Which script the endpoint follows (one endpoint for the whole file). */
-let script: 'steady' | 'stamped' = 'steady';
+let script: 'steady' | 'stamped' | 'tree' = 'steady';
 let h: Harness;
 let llm: ScriptedOpenAIServer;
 
 before(async () => {
   h = await startHarness('resume');
   llm = await startScriptedOpenAIServer(
-    (_req, turn) => {
+    (req, turn) => {
+      // The tree's last command: the right answer on an even seed only, so siblings differ in reward.
+      const tree = ['mkdir -p /app/work', 'echo one > /app/work/a.txt', 'cat /app/work/a.txt', (req.seed ?? 0) % 2 === 0 ? WRITE_GREETING : 'echo not today'];
       const steady = [`mkdir -p /app/work && echo one > /app/work/a.txt`, 'echo two >> /app/work/a.txt && wc -l /app/work/a.txt', longCommand, `cat /app/work/a.txt && ${WRITE_GREETING}`];
       // A time in nanoseconds written to a file: no replay leaves the same file.
       const stamped = ['date +%s%N > /app/stamp.txt', longCommand, WRITE_GREETING];
-      const commands = script === 'steady' ? steady : stamped;
+      const commands = script === 'steady' ? steady : script === 'tree' ? tree : stamped;
       const command = commands[turn];
       return command === undefined ? { content: 'Done.', toolCalls: [{ name: 'submit', arguments: {} }] } : { content: `Step ${turn}.`, toolCalls: [{ name: 'bash', arguments: { command } }] };
     },
@@ -243,4 +245,49 @@ test('branch: N rollouts share a finished rollout\'s turns 0..K-1 (same ids, rep
   const elsewhere = new FsTrajectoryStore(mkdtempSync(join(tmpdir(), 'empty-store-')));
   await assert.rejects(branchRollout(h.client, elsewhere, { rolloutId: parent.workflowId, atTurn: 2, n: 2 }, 'the test server'), (err: Error) => err instanceof BranchError && /is not in the trajectory store at .*Fix: point --data-dir or --store at the store its workers used/.test(err.message));
   assert.deepEqual(await h.provider.list(), [], 'every sandbox torn down');
+});
+
+test('branching in a group: a tree of rollouts (branch turns 1 and 3, width 2), each branch a child workflow of the rollout it came from, advantages over the group and within each set of siblings', { timeout: 300_000 }, async () => {
+  script = 'tree';
+  const before = llm.requests.length;
+  const batchId = `resume-tree-${Date.now()}`;
+  const batch = await submitBatch(h.client, { batchId, taskQueues: h.taskQueues, tasks: [join(examples, 'write-greeting')], groupSize: 1, minValid: 1, branching: { atTurns: [1, 3], width: 2 }, policy: { kind: 'openai', baseUrl: llm.baseUrl, model: 'scripted-model', sampling: { seed: 3 } } });
+  const groups: GroupResult[] = [];
+  for await (const g of batch.results()) groups.push(g);
+  const group = groups[0] as GroupResult;
+  const byIndex = new Map(group.rollouts.map((r) => [r.index, r]));
+  assert.deepEqual([...byIndex.keys()].sort(), [0, 1, 2, 3], 'one root, its branch at turn 1, and a branch of each at turn 3');
+  const id = (i: number): string => `rollout/${batchId}/write-greeting/${i}`;
+  assert.deepEqual(
+    [0, 1, 2, 3].map((i) => byIndex.get(i)?.branch && [byIndex.get(i)?.branch?.parentRolloutId, byIndex.get(i)?.branch?.atTurn, byIndex.get(i)?.branch?.sharedTurns]),
+    [undefined, [id(0), 3, 3], [id(0), 1, 1], [id(2), 3, 3]],
+  );
+  for (const r of group.rollouts) assert.deepEqual([r.turns, r.tokenIntegrity?.status, r.outcomeClass], [5, 'ok', 'ok'], JSON.stringify(r.attemptHistory));
+  assert.equal(llm.requests.length - before, 5 + 4 + 2 + 2, 'each turn of the tree asked once: the root 5, the turn-1 branch 4, the turn-3 branches 2 each');
+  // Rewards follow the seed's parity at turn 3: indexes 0 and 2 alike, 1 and 3 alike, and the two differ.
+  const rewards = [0, 1, 2, 3].map((i) => byIndex.get(i)?.reward);
+  assert.ok(rewards[0] === rewards[2] && rewards[1] === rewards[3] && rewards[0] !== rewards[1], `rewards ${JSON.stringify(rewards)}`);
+  assert.ok(group.rollouts.every((r) => r.advantage !== null) && group.validCount === 4, 'advantages over the whole group of 4');
+  const sets = (i: number): string => JSON.stringify((byIndex.get(i)?.siblingAdvantages ?? []).map((s) => [s.parentRolloutId.slice(-1), s.atTurn, Math.sign(s.advantage ?? NaN)]));
+  const [hi, lo] = (rewards[0] ?? 0) > (rewards[1] ?? 0) ? [1, -1] : [-1, 1];
+  assert.equal(sets(0), JSON.stringify([['0', 3, hi], ['0', 1, 0]]), 'the root: in its set at turn 3 against branch 1, in its set at turn 1 against branch 2 (same reward)');
+  assert.equal(sets(1), JSON.stringify([['0', 3, lo]]));
+  assert.equal(sets(2), JSON.stringify([['0', 1, 0], ['2', 3, hi]]));
+  assert.equal(sets(3), JSON.stringify([['2', 3, lo]]));
+  // The Web UI: the branches are child workflows of the rollout they came from.
+  const children = async (i: number): Promise<string[]> =>
+    ((await h.client.workflow.getHandle(id(i)).fetchHistory()).events ?? []).flatMap((e) => (e.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId ? [e.startChildWorkflowExecutionInitiatedEventAttributes.workflowId] : []));
+  assert.deepEqual(await children(0), [id(2), id(1)], 'the root started the turn-1 branch, then the turn-3 one');
+  assert.deepEqual(await children(2), [id(3)]);
+  const out = join(mkdtempSync(join(tmpdir(), 'tree-export-')), 'samples.jsonl');
+  const report = await exportBatch(h.client, h.store, batchId, out);
+  assert.equal(report.exported, 4, JSON.stringify(report.excluded));
+  const samples = readFileSync(out, 'utf8').trim().split('\n').map((l) => JSON.parse(l) as TrainingSample);
+  const branch3 = samples.find((x) => x.rollout_index === 3);
+  assert.deepEqual([branch3?.parent_rollout_id, branch3?.branch_turn, branch3?.sibling_advantages.length], [id(2), 3, 1]);
+  assert.deepEqual(await h.provider.list(), [], 'every sandbox torn down');
+  await assert.rejects(
+    submitBatch(h.client, { batchId: `${batchId}-host`, taskQueues: h.taskQueues, tasks: [join(examples, 'write-greeting')], groupSize: 1, attemptOn: 'host', branching: { atTurns: [1], width: 2 }, policy: { kind: 'scripted', script: 'noop' } }),
+    /branching needs attemptOn 'workflow'/,
+  );
 });

@@ -63,6 +63,8 @@ export interface AgentLoopInput {
   state: AttemptState;
   /** Turns taken over from an earlier attempt (failurePolicy.resume 'replay'): the loop goes on after them. */
   resumed?: RestoredPrefix;
+  /** Called before each turn's policy call (group.branching starts the rollout's branches there). */
+  beforeTurn?: (turn: number) => Promise<void>;
 }
 
 /**
@@ -116,6 +118,7 @@ export async function runAgentThenVerify(a: AgentLoopInput): Promise<AttemptOutc
       modelFailure = { failureClass: 'model', type: 'agent_timeout', message: `agent time budget of ${p.agentTimeoutSec} s used up` };
       break;
     }
+    await a.beforeTurn?.(turn);
     const oldest = state.attemptVersions.length > 0 ? Math.min(...state.attemptVersions) : a.policyVersion();
     const stale = a.staleRestartReason(oldest);
     if (stale !== null) throw new StaleRestart(stale);
