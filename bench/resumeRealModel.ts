@@ -99,7 +99,8 @@ try {
   await pipeline.stop();
   await server.stop();
   await llama.stop();
-  rmSync(dir, { recursive: true, force: true });
+  if (process.env.BENCH_KEEP_SCRATCH) process.stderr.write(`kept ${dir}\n`);
+  else rmSync(dir, { recursive: true, force: true });
 }
 const lines = [`sandbox killed after turn ${killAfter}'s command (the model then answering turn ${killAfter + 1}); Qwen2.5-Coder-0.5B q4 on llama.cpp, ${values.task}`, '| resume | seed | killed | outcome | attempts | turns | model calls | asked again | completion tokens | generated again | replay per restored call | wall |', '|:--|--:|:--|:--|--:|--:|--:|--:|--:|--:|--:|--:|'];
 for (const r of runs) lines.push(`| ${r.mode} | ${r.seed} | ${r.killed ? 'yes' : 'no (ended first)'} | ${r.result.outcomeClass}/${r.result.outcomeType} | ${r.result.attempts} | ${r.result.turns} | ${r.calls} | ${r.callsAgain} | ${r.tokens} | ${r.tokensAgain} | ${r.replayPerCallMs === null ? '-' : `${r.replayPerCallMs.toFixed(0)} ms`} | ${(r.wallMs / 1000).toFixed(1)} s |`);

@@ -108,8 +108,9 @@ export async function runAgentThenVerify(a: AgentLoopInput): Promise<AttemptOutc
   }
   // The digest of the sandbox's files after each call, for a later attempt to check its replay against.
   const recordState = group.failurePolicy.resume === 'replay' ? { recordState: true } : {};
-  // A taken-over turn that submitted: nothing left for the policy, straight to the verdict.
-  if (resumed?.submitted !== true) for (;;) {
+  // Taken-over turns that ended the loop the first time end it again: straight to the verdict.
+  if (resumed && resumed.malformedStreak >= MALFORMED_TURNS_ALLOWED) modelFailure = { failureClass: 'model', type: 'malformed_tool_call', message: `${MALFORMED_TURNS_ALLOWED} turns in a row with only malformed tool calls` };
+  if (resumed?.submitted !== true && modelFailure === null) for (;;) {
     if (turn >= group.limits.maxTurns) {
       modelFailure = { failureClass: 'model', type: 'max_turns', message: `no submit after ${group.limits.maxTurns} turns (limits.maxTurns)` };
       break;
