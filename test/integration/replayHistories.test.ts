@@ -9,9 +9,12 @@ import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { defaultPayloadConverter } from '@temporalio/common';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils.js';
 import { Worker } from '@temporalio/worker';
 import { DeterminismViolationError } from '@temporalio/workflow';
+import { rolloutWorkflowId } from '../../shared/names.js';
+import type { RolloutInput } from '../../shared/pipeline.js';
 import { bundlePipelineWorkflows } from '../../workers/pipelineWorkers.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -27,11 +30,18 @@ test('there is a recorded history for every workflow type, from the current code
 });
 
 /**
- * The workflow id to replay a history under: a rollout names its attempt workflows after its own id
- * (`<rollout id>/attempt-<n>`), so a history that started one is replayed under the id it ran with.
+ * The workflow id to replay a history under, the one it ran with: a rollout's from its input; an
+ * attempt workflow's from the rollout it names in its child id (`<rollout id>/attempt-<n>`).
  */
 function workflowIdOf(file: string): string {
   const history = load(file);
+  // A rollout's id is its batch, task and index (a tree's branches are named from it too).
+  const started = history.events?.[0]?.workflowExecutionStartedEventAttributes;
+  const payload = started?.input?.payloads?.[0];
+  if (started?.workflowType?.name === 'rollout' && payload) {
+    const input = defaultPayloadConverter.fromPayload<RolloutInput>(payload);
+    return rolloutWorkflowId(input.group.batchId, input.group.task.id, input.index);
+  }
   for (const event of history.events ?? []) {
     const child = event.startChildWorkflowExecutionInitiatedEventAttributes?.workflowId;
     if (child) return child.replace(/\/attempt-\d+$/, '');

@@ -1,7 +1,8 @@
 /**
  * Records the histories the replay test checks every change against: one
  * rolloutGroup, one rollout (with a turn of two tool calls), one rollout whose attempt ran on its
- * host with that attempt's workflow, and one janitor run, from real runs on the dev server. Run after an intentional, versioned workflow change:
+ * host with that attempt's workflow, the root and the branch of a tree group (group.branching: a child
+ * rollout started at a turn, restored by replay), and one janitor run, from real runs on the dev server. Run after an intentional, versioned workflow change:
  *   npm run histories:record
  */
 import { execFileSync } from 'node:child_process';
@@ -35,6 +36,9 @@ test('record workflow histories for the replay test', { timeout: 300_000 }, asyn
     // A rollout whose attempt runs on its sandbox's host (group.attemptOn 'host'): the rollout and its attempt workflow.
     const onHost = await submitBatch(h.client, { batchId: `${batchId}-on-host`, tasks: [join(root, 'test/fixtures/tasks/two-file-solution')], groupSize: 1, minValid: 1, attemptOn: 'host', policy: { kind: 'scripted', script: 'oracle' }, taskQueues: h.taskQueues });
     for await (const group of onHost.results()) if (group.status !== 'complete') throw new Error(`group ${group.status}`);
+    // A tree group (group.branching): the root starts a branch at turn 1 as its child; the branch restores the root's turn 0 by replay.
+    const tree = await submitBatch(h.client, { batchId: `${batchId}-tree`, tasks: [join(root, 'test/fixtures/tasks/two-file-solution')], groupSize: 1, minValid: 1, branching: { atTurns: [1], width: 2 }, policy: { kind: 'scripted', script: 'oracle' }, taskQueues: h.taskQueues });
+    for await (const group of tree.results()) if (group.status !== 'complete' || group.rollouts.length !== 2) throw new Error(`tree group ${group.status} with ${group.rollouts.length} rollouts`);
     const janitorId = `janitor-recorded-${Date.now()}`;
     await h.client.workflow.execute('janitor', { taskQueue: h.taskQueues.main, workflowId: janitorId, args: [{ hostQueue: hostTaskQueue(h.host) }] });
 
@@ -50,6 +54,8 @@ test('record workflow histories for the replay test', { timeout: 300_000 }, asyn
     save('janitor', janitorId);
     save('rollout.attempt-on-host', `rollout/${batchId}-on-host/two-file-solution/0`);
     save('rolloutAttempt', `rollout/${batchId}-on-host/two-file-solution/0/attempt-0`);
+    save('rollout.tree-root', `rollout/${batchId}-tree/two-file-solution/0`);
+    save('rollout.tree-branch', `rollout/${batchId}-tree/two-file-solution/1`);
   } finally {
     await h.close();
   }
