@@ -33,6 +33,7 @@ const SUBCOMMANDS: { command: string[]; typo: string; meant: string }[] = [
   { command: ['cancel'], typo: '--reson', meant: '--reason' },
   { command: ['replay'], typo: '--trajectory', meant: '--trajectories' },
   { command: ['rerun'], typo: '--batch-di', meant: '--batch-id' },
+  { command: ['branch'], typo: '--at-trun', meant: '--at-turn' },
   { command: ['replay-history'], typo: '--runid', meant: '--run-id' },
   { command: ['server'], typo: '--ui-prot', meant: '--ui-port' },
   { command: ['show'], typo: '--lnes', meant: '--lines' },
