@@ -99,6 +99,7 @@ export async function replayDeterminism(provider: LocalSandboxProvider, taskDir:
     if (!exit) differences.push(`call ${i}: exit code ${a.exitCode} then ${b.exitCode}`);
     if (!observation) differences.push(`call ${i}: output differs ${digitsOnly(a.observation, b.observation) ? 'in digits only (times, durations, pids, sizes): drift' : 'in text'}`);
     if (!state) differences.push(`call ${i}: files differ in ${differingAreas(a.state, b.state)}`);
+    else if (a.state.volatile?.digest !== b.state.volatile?.digest) differences.push(`call ${i}: caches, logs or bytecode differ (drift)`);
   });
   return { task, calls: first.length, identical, sameExit, sameObservation, sameState, differences, ms: performance.now() - started };
 }

@@ -218,14 +218,30 @@ export interface SandboxLossEvidence {
  * permission bits, owner, content; never times). Two sandboxes with equal digests hold the same files.
  */
 export interface SandboxStateDigest {
-  /** sha256 over every entry, sorted by path. */
+  /** sha256 over every entry but the volatile ones, sorted by path. */
   digest: string;
+  /**
+   * The entries that are caches, logs and bytecode (VOLATILE_PATHS): content that embeds the time it was
+   * made (a log line, a .pyc's source mtime, apt's package cache). Counted apart: a difference there is
+   * drift, as a time in a command's output is, not another state.
+   */
+  volatile?: { digest: string; files: number };
   /** A short digest per area (a path of up to three components, e.g. /app/out.txt or /usr/lib/python3): says where two states differ. */
   areas: Record<string, string>;
   /** Entries (files, directories, links, deletions) counted. */
   files: number;
   /** Bytes of file content counted. */
   bytes: number;
+}
+
+/**
+ * Paths whose content is derived and embeds the time it was made: caches, logs, Python bytecode.
+ * A state digest counts them apart (SandboxStateDigest.volatile).
+ */
+export const VOLATILE_PATHS: readonly RegExp[] = [/(^|\/)__pycache__(\/|$)/, /\.py[co]$/, /^\/var\/cache(\/|$)/, /^\/var\/log(\/|$)/, /^\/var\/lib\/apt\/lists(\/|$)/, /^\/root\/\.cache(\/|$)/];
+
+export function isVolatilePath(path: string): boolean {
+  return VOLATILE_PATHS.some((re) => re.test(path));
 }
 
 export interface SandboxProvider {

@@ -20,7 +20,7 @@ export interface ReplayedCall {
   callIndex: number;
   exitCode: number | null;
   durationMs: number;
-  /** The output differed from the recorded one (the state and exit code did not). */
+  /** The output, or the caches, logs and bytecode it left, differed from the recorded ones (the exit code and the other files did not). */
   drift: boolean;
 }
 
@@ -52,6 +52,8 @@ export async function replayTurns(provider: SandboxProvider, handle: SandboxHand
       }
       const state = await provider.stateDigest(handle);
       if (state.digest !== original.state.digest) return { status: 'diverged', calls, turn, callIndex, what: `the sandbox's files differ after the call: ${differingAreas(original.state, state)}` };
+      // Caches, logs and bytecode made at another time: drift, as a time in the output is.
+      if (state.volatile?.digest !== original.state.volatile?.digest) done.drift = true;
     }
   }
   return { status: 'same', calls, stateChecked };

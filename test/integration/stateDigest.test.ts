@@ -39,14 +39,14 @@ test('state digest: the same commands leave the same digest in two sandboxes; ti
   const fresh = await provider.stateDigest(a);
   assert.equal((await provider.stateDigest(b)).digest, fresh.digest, 'two fresh sandboxes of one spec hold the same files');
 
-  const steps = ['mkdir -p /app/out && echo 42 > /app/out/answer.txt', 'echo scratch > /tmp/notes && mkdir -p /root/.cache && echo x > /root/.cache/c', 'rm /app/start.txt'];
+  const steps = ['mkdir -p /app/out && echo 42 > /app/out/answer.txt', 'echo scratch > /tmp/notes && mkdir -p /root/.config && echo x > /root/.config/c', 'rm /app/start.txt'];
   for (const step of steps) {
     const [da, db] = [await run(a, step), await run(b, `sleep 1; ${step}`)];
     assert.equal(da.digest, db.digest, `after "${step}" (a second apart): ${differingAreas(da, db)}`);
   }
   const before = await provider.stateDigest(a);
   assert.ok(before.areas['/app/start.txt'], 'the deleted file of the lower layer counts (a whiteout)');
-  assert.ok(before.areas['/tmp/notes'] && before.areas['/root/.cache/c'], 'the tmpfs mounts count too');
+  assert.ok(before.areas['/tmp/notes'] && before.areas['/root/.config/c'], 'the tmpfs mounts count too');
   assert.equal((await run(a, 'touch -d 2001-01-01 /app/out/answer.txt /tmp/notes')).digest, before.digest, 'a new mtime alone changes nothing');
 
   const modes = await run(a, 'chmod 600 /app/out/answer.txt');
@@ -57,6 +57,11 @@ test('state digest: the same commands leave the same digest in two sandboxes; ti
   assert.equal(differingAreas(before, content), '/app/out/answer.txt');
   const added = await run(b, 'echo more > /app/out/extra.txt');
   assert.match(differingAreas(content, added), /^\/app\/out\/extra\.txt \(only in the replay\)$/);
+
+  // Bytecode and caches embed the time they were made: counted apart, as drift.
+  const [pa, pb] = [await run(a, 'mkdir -p /app/__pycache__ && date +%s%N > /app/__pycache__/m.cpython-311.pyc'), await run(b, 'mkdir -p /app/__pycache__ && date +%s%N > /app/__pycache__/m.cpython-311.pyc')];
+  assert.equal(pa.digest, modes.digest, 'a new .pyc leaves the digest as it was');
+  assert.ok(pa.volatile && pb.volatile && pa.volatile.digest !== pb.volatile.digest && pa.volatile.files === 2, 'the .pyc and its folder are in the volatile digest, which differs');
 });
 
 test('state digest: a sandbox that is gone is reported lost, not digested', { timeout: 60_000 }, async () => {

@@ -3,7 +3,8 @@
  * That is the overlay's upper layer (the whole root of an image sandbox, the workdir of a host-base
  * one; a deleted file is a whiteout there) and the tmpfs mounts of a host-base sandbox (/tmp, /root,
  * /tests, /solution, /logs). Each entry counts by its path, type, permission bits, owner and content
- * (a symlink by its target); never by its times. Resume (activities/resume/) compares the digest a
+ * (a symlink by its target); never by its times. Caches, logs and bytecode (VOLATILE_PATHS) are
+ * digested apart: their content embeds the time they were made. Resume (activities/resume/) compares the digest a
  * turn left in the original attempt with the one its replay leaves.
  *
  * Unchanged files are not read again: their content hash is kept by (device, inode, size, mtime,
@@ -13,7 +14,7 @@ import { createHash } from 'node:crypto';
 import { createReadStream, type BigIntStats } from 'node:fs';
 import { lstat, readdir, readlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { LocalSandboxHandle, SandboxStateDigest } from '../../../shared/sandbox.js';
+import { isVolatilePath, type LocalSandboxHandle, type SandboxStateDigest } from '../../../shared/sandbox.js';
 import { isLiveProcess, processStartTime } from './procfs.js';
 import { sandboxError, type LocalSandboxContext } from './localSandboxContext.js';
 
@@ -114,13 +115,24 @@ export class StateDigester {
 }
 
 /** The digest of sorted entries, and one per area (the first components of a path) to say what differed. */
-export function summarize(entries: readonly [string, string][], bytes: number): SandboxStateDigest {
-  const all = createHash('sha256');
-  for (const [path, what] of entries) all.update(`${path}\0${what}\n`);
+export function summarize(all: readonly [string, string][], bytes: number): SandboxStateDigest {
+  const entries = all.filter(([path]) => !isVolatilePath(path));
+  const volatile = all.filter(([path]) => isVolatilePath(path));
+  const digestOf = (list: readonly [string, string][]): string => {
+    const h = createHash('sha256');
+    for (const [path, what] of list) h.update(`${path}\0${what}\n`);
+    return h.digest('hex');
+  };
   let depth = 3;
   let areas = areasAt(entries, depth);
   while (areas.size > MAX_AREAS && depth > 1) areas = areasAt(entries, --depth);
-  return { digest: all.digest('hex'), areas: Object.fromEntries([...areas].map(([area, h]) => [area, h.digest('hex').slice(0, 16)])), files: entries.length, bytes };
+  return {
+    digest: digestOf(entries),
+    ...(volatile.length > 0 ? { volatile: { digest: digestOf(volatile), files: volatile.length } } : {}),
+    areas: Object.fromEntries([...areas].map(([area, h]) => [area, h.digest('hex').slice(0, 16)])),
+    files: entries.length,
+    bytes,
+  };
 }
 
 function areasAt(entries: readonly [string, string][], depth: number): Map<string, ReturnType<typeof createHash>> {
