@@ -13,7 +13,7 @@ import { getExternalWorkflowHandle, isCancellation, log, ParentClosePolicy, star
 import { rolloutWorkflowId } from '../shared/names.js';
 import type { RolloutInput, RolloutResult } from '../shared/pipeline.js';
 import { ROLLOUT_BATCH, ROLLOUT_TASK_ID, ROLLOUT_TASK_VERSION } from '../shared/searchAttributes.js';
-import { classifyFailure } from './classifyFailure.js';
+import { brokenRollout } from './brokenRollout.js';
 import { policyVersionSignal } from './definitions.js';
 import type { rollout } from './rollout.js';
 
@@ -93,23 +93,8 @@ export class RolloutBranches {
         result = await handle.result();
       } catch (err) {
         if (isCancellation(err)) throw err;
-        const c = classifyFailure(err);
-        result = {
-          index,
-          workflowId: handle.workflowId,
-          reward: null,
-          advantage: null,
-          valid: false,
-          outcomeClass: c.failureClass,
-          outcomeType: c.type,
-          attempts: 0,
-          attemptHistory: [{ attempt: 0, outcomeClass: c.failureClass, outcomeType: c.type, message: c.message, reward: null, turns: 0 }],
-          turns: 0,
-          timings: { queueMs: 0, provisionMs: 0, agentMs: 0, verifyMs: 0, teardownMs: 0 },
-          trajectoryRef: `${this.input.group.batchId}/${this.input.group.task.id}/${index}`,
-          experiment: null,
-          branch: { parentRolloutId: this.workflowId, atTurn: turn, sharedTurns: 0 },
-        };
+        const { batchId, task } = this.input.group;
+        result = { ...brokenRollout({ batchId, taskId: task.id, index, workflowId: handle.workflowId }, err), branch: { parentRolloutId: this.workflowId, atTurn: turn, sharedTurns: 0 } };
       }
       const { branches, ...own } = result;
       out.push(own, ...(branches ?? []));

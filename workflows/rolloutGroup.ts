@@ -12,29 +12,11 @@ import { rolloutWorkflowId } from '../shared/names.js';
 import type { GroupRequest, GroupResult, GroupStatus, ResolvedGroupInput, RolloutResult } from '../shared/pipeline.js';
 import { ROLLOUT_BATCH, ROLLOUT_TASK_ID, ROLLOUT_TASK_VERSION } from '../shared/searchAttributes.js';
 import { computeAdvantages, siblingAdvantages } from './advantages.js';
+import { brokenRollout } from './brokenRollout.js';
 import { classifyFailure } from './classifyFailure.js';
 import { advancePolicyVersionUpdate, groupProgressQuery, policyVersionProblem, policyVersionSignal, type GroupProgress } from './definitions.js';
 import { applyStaleness } from './staleness.js';
 import { rollout } from './rollout.js';
-
-function brokenRollout(input: ResolvedGroupInput, index: number, err: unknown): RolloutResult {
-  const c = classifyFailure(err);
-  return {
-    index,
-    workflowId: rolloutWorkflowId(input.batchId, input.task.id, index),
-    reward: null,
-    advantage: null,
-    valid: false,
-    outcomeClass: c.failureClass,
-    outcomeType: c.type,
-    attempts: 0,
-    attemptHistory: [{ attempt: 0, outcomeClass: c.failureClass, outcomeType: c.type, message: c.message, reward: null, turns: 0 }],
-    turns: 0,
-    timings: { queueMs: 0, provisionMs: 0, agentMs: 0, verifyMs: 0, teardownMs: 0 },
-    trajectoryRef: `${input.batchId}/${input.task.id}/${index}`,
-    experiment: null,
-  };
-}
 
 /** Applies defaults, rejects bad input naming the field, and pins the task's id and version. */
 async function resolveInput(request: GroupRequest): Promise<ResolvedGroupInput | { invalidTask: string }> {
@@ -129,7 +111,7 @@ export async function rolloutGroup(request: GroupRequest): Promise<GroupResult> 
         });
       } catch (err) {
         if (isCancellation(err)) throw err;
-        result = brokenRollout(input, index, err);
+        result = brokenRollout({ batchId: input.batchId, taskId: input.task.id, index, workflowId: rolloutWorkflowId(input.batchId, input.task.id, index) }, err);
       }
       running.delete(index);
       progress.finished++;
