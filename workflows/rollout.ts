@@ -246,7 +246,6 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
           // An attempt workflow that ran to its end (failed or cancelled) tore its sandbox down; one that timed out,
           // never started or whose host is gone did not (the rollout schedules the teardown then).
           state.tornDown = err instanceof ChildWorkflowFailure && !(err.cause instanceof TimeoutFailure);
-          reachedAgent = true;
           if (err instanceof ChildWorkflowFailure && err.cause instanceof ApplicationFailure && err.cause.type === STALE_RESTART_FAILURE) throw new StaleRestart(err.cause.message);
           throw err;
         } finally {
