@@ -8,7 +8,9 @@
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { aptSources } from './aptSources.js';
 import type { BaseRecipe } from './baseMap.js';
+import { cpythonBuildScript, ensureCpythonSource } from './cpythonSource.js';
 import { withFileLock } from './fileLock.js';
 import { runTool, runToolOk, type ImageTools } from './imageTools.js';
 
@@ -41,8 +43,9 @@ export function hostCertificates(env: NodeJS.ProcessEnv = process.env): { dir: s
 }
 
 export function recipeHash(recipe: BaseRecipe, mirror: string, certificates = hostCertificates()): string {
-  const { suite, packages, customize, env } = recipe;
-  return createHash('sha256').update(JSON.stringify({ suite, packages: [...packages].sort(), customize, env, mirror, variant: 'minbase', certificates: certificates.hash })).digest('hex');
+  const { suite, packages, customize, env, cpython, aptSourcesFile } = recipe;
+  const python = cpython ? { version: cpython.version, script: createHash('sha256').update(cpythonBuildScript()).digest('hex') } : undefined;
+  return createHash('sha256').update(JSON.stringify({ suite, packages: [...packages].sort(), customize, env, mirror, variant: 'minbase', certificates: certificates.hash, certificateEnv: hostCertificateEnv(recipe, certificates), sources: aptSources(recipe, mirror), ...(aptSourcesFile ? { aptSourcesFile } : {}), ...(python ? { python } : {}) })).digest('hex');
 }
 
 function certificateHook(certificates: ReturnType<typeof hostCertificates>): string[] {
@@ -50,6 +53,15 @@ function certificateHook(certificates: ReturnType<typeof hostCertificates>): str
   const copies = certificates.files.map((f) => `cp ${JSON.stringify(join(certificates.dir, f))} "$1/usr/local/share/ca-certificates/"`).join(' && ');
   // Bases without the ca-certificates package get the files only; installing the package later picks them up.
   return [`mkdir -p "$1/usr/local/share/ca-certificates" && ${copies} && { [ ! -x "$1/usr/sbin/update-ca-certificates" ] || chroot "$1" update-ca-certificates; }`];
+}
+
+/**
+ * A CPython built here has pip's own certificate bundle (certifi), not Debian's store: pip older than
+ * 24.2 (3.9-3.11's ensurepip) then cannot reach PyPI through a TLS-inspecting egress. Where host
+ * certificates were added, pip is pointed at the store that holds them (recorded with them).
+ */
+function hostCertificateEnv(recipe: BaseRecipe, certificates: ReturnType<typeof hostCertificates>): string[] {
+  return recipe.cpython && certificates.files.length > 0 ? ['PIP_CERT=/etc/ssl/certs/ca-certificates.crt'] : [];
 }
 
 export async function imageExists(tools: ImageTools, ref: string): Promise<boolean> {
@@ -83,11 +95,16 @@ export async function ensureBaseImage(tools: ImageTools, recipe: BaseRecipe, mir
     log(`making base ${tag}: ${recipe.substitute} (mmdebstrap ${recipe.suite} from ${mirror}; log ${logFile})`);
     const args = ['--variant=minbase', '--mode=root', '--format=tar'];
     if (recipe.packages.length > 0) args.push(`--include=${recipe.packages.join(',')}`);
-    for (const hook of [...recipe.customize, ...certificateHook(certificates)]) args.push(`--customize-hook=${hook}`);
-    args.push(recipe.suite, tarball, mirror);
+    // CPython from source: the tree is copied in and built by the release's own compiler, inside the root.
+    const cpython = recipe.cpython ? await ensureCpythonSource(tools, recipe.cpython, process.env, log) : undefined;
+    const pythonHook = cpython ? [`cp -a ${JSON.stringify(cpython.dir)} "$1/usr/src/python" && chroot "$1" sh /usr/src/python/build-cpython.sh /usr/local`] : [];
+    if (cpython) log(`CPython ${cpython.release.version} (source sha256 ${cpython.release.sha256.slice(0, 16)}) is built into the base: a few minutes, once`);
+    const sources = aptSources(recipe, mirror);
+    for (const hook of [sources.hook, ...recipe.customize, ...pythonHook, ...certificateHook(certificates)]) args.push(`--customize-hook=${hook}`);
+    args.push(recipe.suite, tarball, ...sources.mirrors);
     try {
       await runToolOk(tools, 'mmdebstrap', args, { logFile, timeoutMs: 30 * 60_000 });
-      const changes = recipe.env.flatMap((e) => ['--change', `ENV ${e}`]);
+      const changes = [...recipe.env, ...hostCertificateEnv(recipe, certificates)].flatMap((e) => ['--change', `ENV ${e}`]);
       await runToolOk(tools, 'podman', ['import', ...changes, '--change', 'CMD ["bash"]', tarball, tag], { logFile });
     } finally {
       rmSync(tarball, { force: true });

@@ -2,11 +2,14 @@
  * The base map: which Debian system made here stands in for a Dockerfile's
  * FROM image, since registries are out of reach. The default rules:
  *
- *   python:3.X[.Y][-slim][-bookworm|-trixie]  the Debian release whose python3 is 3.X
- *                                             (bookworm 3.11, trixie 3.13) + pip, venv,
- *                                             python-is-python3; pip installs system-wide
- *                                             as in the official image (no PEP 668 marker),
- *                                             pip upgradable, site-packages in /usr/local
+ *   python:3.X[.Y][-slim][-bookworm|-trixie]  the named Debian release (trixie, the official
+ *                                             image's default, when none is named) with CPython
+ *                                             3.X[.Y] built from source into /usr/local as the
+ *                                             official image does (cpythonSource.ts): the
+ *                                             release's own OpenSSL, gcc and packages whatever
+ *                                             Python it ships; pip upgradable, site-packages
+ *                                             in /usr/local/lib/python3.X; without -slim,
+ *                                             buildpack-deps' packages as well
  *   debian:12[.N][-slim], debian:bookworm     bookworm
  *   debian:13[.N][-slim], debian:trixie       trixie
  *   ubuntu:24.04 / noble                      trixie (substituted: the nearest Debian)
@@ -19,6 +22,7 @@
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { ClassifiedError } from '../../shared/failures.js';
+import { cpythonRelease, type CpythonRelease } from './cpythonSource.js';
 
 export const DEBIAN_SUITES = { bookworm: { version: '12', python: '3.11' }, trixie: { version: '13', python: '3.13' } } as const;
 export type DebianSuite = keyof typeof DEBIAN_SUITES;
@@ -34,12 +38,10 @@ export interface BaseRecipe {
   env: string[];
   /** What was substituted, in words, for the experiment record. */
   substitute: string;
-  /**
-   * The Debian release the FROM line named when another one stands in for it (python:3.13-slim-bookworm
-   * is made from trixie): a package the task's build asks for that `suite` no longer has (a transitional
-   * name dropped in trixie, libgl1-mesa-glx) is installed from it, pinned below `suite` (taskImage.ts).
-   */
-  aptFallback?: DebianSuite;
+  /** The deb822 file the base's apt sources are in (aptSources.ts); debian.sources unless said. */
+  aptSourcesFile?: 'ubuntu.sources';
+  /** CPython built from source into /usr/local (python:* bases), as the official image has it. */
+  cpython?: CpythonRelease;
   /**
    * Where the original image's packages come from when that is not a registry this machine reaches
    * (Ubuntu's archive): a Dockerfile that pins one of its package versions cannot be built here.
@@ -48,21 +50,20 @@ export interface BaseRecipe {
 }
 
 const PATH_WITH_LOCAL = 'PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
-/** The official python image has its headers (Python.h) too: C extensions built in a task need them. */
-const PYTHON_PACKAGES = ['python3', 'python3-dev', 'python3-pip', 'python3-venv', 'python-is-python3', 'ca-certificates'];
-
+/** What the official slim python image installs besides Python itself. */
+const PYTHON_IMAGE_PACKAGES = ['ca-certificates', 'netbase', 'tzdata'];
 /**
- * What makes Debian's python3 behave like the official python image for what Dockerfiles do with it:
- * no PEP 668 marker (pip installs system-wide); pip installed by pip itself into /usr/local, with the
- * RECORD file Debian's packaged pip lacks, so `pip install --upgrade pip` replaces it instead of
- * failing ("Cannot uninstall pip ... installed by debian"), and the `pip` on PATH is that one; and
- * /usr/local/lib/python3.X/site-packages, where the official image keeps installed packages, leading
- * to Debian's dist-packages there.
+ * The non-slim python image is built on buildpack-deps (its curl, scm and full layers): compilers, VCS
+ * clients and the common -dev libraries a `pip install` of a C extension needs. Names that exist in
+ * both bookworm and trixie (libncurses-dev for the dropped 5/w5 names, libxslt1-dev).
  */
-const PYTHON_LIKE_THE_OFFICIAL_IMAGE = [
-  'rm -f "$1"/usr/lib/python3*/EXTERNALLY-MANAGED',
-  'chroot "$1" python3 -m pip install --quiet --disable-pip-version-check --no-index --find-links /usr/share/python-wheels --ignore-installed pip',
-  'v=$(chroot "$1" python3 -c "import sys; print(\'%d.%d\' % sys.version_info[:2])") && mkdir -p "$1/usr/local/lib/python$v/dist-packages" && ln -sfn dist-packages "$1/usr/local/lib/python$v/site-packages"',
+const BUILDPACK_DEPS_PACKAGES = [
+  'curl', 'gnupg', 'wget', 'git', 'mercurial', 'openssh-client', 'subversion', 'procps',
+  'autoconf', 'automake', 'bzip2', 'default-libmysqlclient-dev', 'dpkg-dev', 'file', 'g++', 'gcc', 'imagemagick',
+  'libbz2-dev', 'libc6-dev', 'libcurl4-openssl-dev', 'libdb-dev', 'libevent-dev', 'libffi-dev', 'libgdbm-dev',
+  'libglib2.0-dev', 'libgmp-dev', 'libjpeg-dev', 'libkrb5-dev', 'liblzma-dev', 'libmagickcore-dev', 'libmagickwand-dev',
+  'libmaxminddb-dev', 'libncurses-dev', 'libpng-dev', 'libpq-dev', 'libreadline-dev', 'libsqlite3-dev', 'libssl-dev',
+  'libtool', 'libwebp-dev', 'libxml2-dev', 'libxslt1-dev', 'libyaml-dev', 'make', 'patch', 'unzip', 'xz-utils', 'zlib1g-dev',
 ];
 
 const UserRuleSchema = z.array(
@@ -77,29 +78,22 @@ const UserRuleSchema = z.array(
     .strict(),
 );
 
-function suiteForPython(from: string, version: string): DebianSuite {
-  const suite = (Object.keys(DEBIAN_SUITES) as DebianSuite[]).find((s) => DEBIAN_SUITES[s].python === version);
-  if (!suite) {
-    const have = Object.entries(DEBIAN_SUITES).map(([s, v]) => `${s} ${v.python}`).join(', ');
-    throw new ClassifiedError('task', 'invalid_spec', `FROM ${from}: no Debian release here ships Python ${version} (${have}). Fix: use python:3.11 or python:3.13 in the Dockerfile, or add a rule to ROLLOUT_BASE_MAP`);
-  }
-  return suite;
-}
-
 function builtIn(image: string, from: string): BaseRecipe | undefined {
-  const python = /^python:(3\.\d+)(?:\.\d+)?(?:-slim)?(?:-(bookworm|trixie|bullseye))?$/.exec(image);
+  const python = /^python:(3\.\d+(?:\.\d+)?)(-slim)?(?:-(bookworm|trixie|bullseye))?$/.exec(image);
   if (python) {
-    const version = python[1] as string;
-    const suite = suiteForPython(from, version);
-    const named = python[2];
-    const release = named && named !== suite ? ` (not ${named}, whose Python is not ${version})` : '';
+    const release = cpythonRelease(python[1] as string, from);
+    const slim = python[2] !== undefined;
+    const named = python[3];
+    // No release named: the official image's default, trixie. Bullseye is not on the mirror: bookworm, said so.
+    const suite: DebianSuite = named === 'bookworm' || named === 'bullseye' ? 'bookworm' : 'trixie';
+    const instead = named === 'bullseye' ? ' (in place of bullseye, which this mirror no longer serves)' : '';
     return {
       suite,
-      packages: PYTHON_PACKAGES,
-      customize: PYTHON_LIKE_THE_OFFICIAL_IMAGE,
-      env: [PATH_WITH_LOCAL, 'LANG=C.UTF-8'],
-      substitute: `Debian ${suite} minbase with Debian's python3 ${version} (headers, pip, venv; pip upgradable and site-packages in /usr/local as in the official image)${release}`,
-      ...(named && named !== suite && named in DEBIAN_SUITES ? { aptFallback: named as DebianSuite } : {}),
+      packages: slim ? PYTHON_IMAGE_PACKAGES : [...PYTHON_IMAGE_PACKAGES, ...BUILDPACK_DEPS_PACKAGES],
+      customize: [],
+      env: [PATH_WITH_LOCAL, 'LANG=C.UTF-8', `PYTHON_VERSION=${release.version}`],
+      substitute: `Debian ${suite} minbase${instead}${slim ? '' : " with buildpack-deps' packages (gcc, git, curl, -dev libraries)"} with CPython ${release.version} built from source into /usr/local as the official image does (no PGO/LTO)`,
+      cpython: release,
     };
   }
   const debian = /^debian:(12|13|bookworm|trixie)(?:\.\d+)*(?:-slim)?$/.exec(image);
@@ -110,7 +104,7 @@ function builtIn(image: string, from: string): BaseRecipe | undefined {
   const ubuntu = /^ubuntu:(24\.04|noble|22\.04|jammy)$/.exec(image);
   if (ubuntu) {
     const suite: DebianSuite = ubuntu[1] === '24.04' || ubuntu[1] === 'noble' ? 'trixie' : 'bookworm';
-    return { suite, packages: ['ca-certificates'], customize: [], env: [PATH_WITH_LOCAL], substitute: `Debian ${suite} minbase in place of Ubuntu ${ubuntu[1]} (no Ubuntu mirror here; package names mostly agree)`, originalArchive: 'archive.ubuntu.com' };
+    return { suite, packages: ['ca-certificates'], customize: [], env: [PATH_WITH_LOCAL], substitute: `Debian ${suite} minbase in place of Ubuntu ${ubuntu[1]} (no Ubuntu mirror here; package names mostly agree)`, originalArchive: 'archive.ubuntu.com', aptSourcesFile: 'ubuntu.sources' };
   }
   return undefined;
 }
@@ -152,6 +146,6 @@ export function baseForImage(image: string, line: string, env: NodeJS.ProcessEnv
   throw new ClassifiedError(
     'task',
     'invalid_spec',
-    `${line}: the image ${image} cannot be pulled here and no base-map rule makes it from Debian. Fix: use python:3.11/3.13[-slim][-bookworm|-trixie], debian:12/13[-slim] or ubuntu:24.04 as the base, or add a rule for it to the JSON file ROLLOUT_BASE_MAP names`,
+    `${line}: the image ${image} cannot be pulled here and no base-map rule makes it from Debian. Fix: use python:3.X[.Y][-slim][-bookworm|-trixie] (3.9 to 3.14), debian:12/13[-slim] or ubuntu:24.04 as the base, or add a rule for it to the JSON file ROLLOUT_BASE_MAP names`,
   );
 }

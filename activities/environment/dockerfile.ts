@@ -92,7 +92,7 @@ export function parseDockerfile(text: string, file: string): ParsedDockerfile {
  * The Dockerfile with each FROM image replaced by `replacements[i]` (same order as `froms`), and
  * `after[i]`, when given, as the instructions right after that FROM line.
  */
-export function rewriteFroms(parsed: ParsedDockerfile, replacements: string[], after: (string | undefined)[] = [], copyReplacements: string[] = []): string {
+export function rewriteFroms(parsed: ParsedDockerfile, replacements: string[], copyReplacements: string[] = []): string {
   const out = [...parsed.instructions];
   parsed.copyFroms.forEach((copy, i) => {
     const to = copyReplacements[i];
@@ -100,7 +100,7 @@ export function rewriteFroms(parsed: ParsedDockerfile, replacements: string[], a
   });
   parsed.froms.forEach((from, i) => {
     const parts = ['FROM', ...(from.platform ? [from.platform] : []), replacements[i] as string, ...(from.stage ? ['AS', from.stage] : [])];
-    out[from.index] = [parts.join(' '), ...(after[i] ? [after[i]] : [])].join('\n');
+    out[from.index] = parts.join(' ');
   });
   return out.join('\n');
 }

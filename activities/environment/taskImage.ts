@@ -18,6 +18,7 @@ import { ClassifiedError } from '../../shared/failures.js';
 import type { LoadedTask } from '../../shared/task.js';
 import { hashTree } from '../tasks/hashTree.js';
 import { baseForImage, DEBIAN_SUITES } from './baseMap.js';
+import { cpythonRelease, ensureCpythonSourceImage, type CpythonRelease } from './cpythonSource.js';
 import { buildCgroupParent } from './buildProcesses.js';
 import { debianMirror, ensureBaseImage, imageExists } from './baseImage.js';
 import { parseDockerfile, rewriteFroms } from './dockerfile.js';
@@ -71,6 +72,8 @@ export interface TaskImage {
     wheelDir: string;
     uvVersion: string | null;
     uvDir: string | null;
+    /** Pythons tests/test.sh asks uv for that the image lacks, built from source (absent in older records). */
+    pythons?: string[];
     /** Environment the verifier's commands get on top of the image's. */
     env: Record<string, string>;
     notes: string[];
@@ -79,6 +82,14 @@ export interface TaskImage {
   buildMs: number;
   sizeBytes: number;
   builtAt: string;
+}
+
+/** A Python built into the image for the verifier: tests/test.sh's `uvx -p 3.X` finds it on the PATH. */
+interface VerifierPython {
+  minor: string;
+  version: string;
+  sourceImage: string;
+  prefix: string;
 }
 
 export interface EnsuredImage {
@@ -97,9 +108,6 @@ function envRecord(list: string[] | null | undefined): Record<string, string> {
   return out;
 }
 
-/** apt-get's words for a package the release does not have. */
-const MISSING_PACKAGE = /^E: (?:Unable to locate package (\S+)|Package '([^']+)' has no installation candidate)/gm;
-
 /** apt-get's words for a pinned version the release does not have: [version, package]. */
 const MISSING_VERSION = /^E: Version '([^']+)' for '([^']+)' was not found/gm;
 
@@ -108,34 +116,33 @@ export function missingAptVersions(log: string): string[] {
   return [...new Set([...log.matchAll(MISSING_VERSION)].map((m) => `${m[2]}=${m[1]}`))];
 }
 
-/** Packages an apt-get in the build log could not find. */
-export function missingAptPackages(log: string): string[] {
-  return [...new Set([...log.matchAll(MISSING_PACKAGE)].map((m) => (m[1] ?? m[2]) as string))];
+/** Where a Python that tests/test.sh asks uv for, and the image lacks, is built (on the verifier's PATH only). */
+export function verifierPythonPrefix(minor: string): string {
+  return `/opt/rollout-python/${minor}`;
 }
 
 /**
- * Instructions that make `release` an apt source below the image's own release (pin 100: only what the
- * own release lacks comes from it, nothing installed is ever replaced by it).
+ * As test.sh would run it: apt-get install with Debian's defaults (Recommends too: gcc then brings
+ * libc6-dev); and each Python uv would download (a managed CPython from github.com), built from source.
  */
-export function aptFallbackStep(release: string, mirror: string): string {
-  const list = `deb [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] ${mirror} ${release} main`;
-  return [
-    `# Added by rollout-pipeline: the FROM line names Debian ${release}; what this release lacks is installed from ${release}.`,
-    `RUN echo '${list}' > /etc/apt/sources.list.d/rollout-fallback-${release}.list && printf 'Package: *\\nPin: release n=${release}\\nPin-Priority: 100\\n' > /etc/apt/preferences.d/rollout-fallback-${release}`,
-  ].join('\n');
-}
-
-/** As test.sh would run it: apt-get install with Debian's defaults (Recommends too: gcc then brings libc6-dev). */
-function verifierStep(aptPackages: string[], needPython: string | undefined, user: string | undefined): string {
-  if (aptPackages.length === 0 && !needPython) return '';
-  const checks = aptPackages.map((p) => `dpkg-query -W -f='\${Status}' ${p} 2>/dev/null | grep -q 'ok installed' || missing="$missing ${p}"`);
-  if (needPython) checks.push(`command -v python${needPython} >/dev/null || missing="$missing python3"`);
-  const script = [
-    'set -e; missing=""',
-    ...checks,
-    'if [ -n "$missing" ]; then had_lists=$(find /var/lib/apt/lists -maxdepth 1 -type f ! -name lock | wc -l); apt-get update; DEBIAN_FRONTEND=noninteractive apt-get install -y $missing; if [ "$had_lists" = 0 ]; then rm -rf /var/lib/apt/lists/*; fi; fi',
-  ].join('; ');
-  return ['', '# Added by rollout-pipeline: what tests/test.sh installs at verify time, so it runs offline.', 'USER root', `RUN ${script}`, ...(user ? [`USER ${user}`] : []), ''].join('\n');
+function verifierStep(aptPackages: string[], needPython: string | undefined, pythons: VerifierPython[], user: string | undefined): string {
+  if (aptPackages.length === 0 && !needPython && pythons.length === 0) return '';
+  const lines = ['', '# Added by rollout-pipeline: what tests/test.sh installs at verify time, so it runs offline.', 'USER root'];
+  if (aptPackages.length > 0 || needPython) {
+    const checks = aptPackages.map((p) => `dpkg-query -W -f='\${Status}' ${p} 2>/dev/null | grep -q 'ok installed' || missing="$missing ${p}"`);
+    if (needPython) checks.push(`command -v python${needPython} >/dev/null || missing="$missing python3"`);
+    const script = [
+      'set -e; missing=""',
+      ...checks,
+      'if [ -n "$missing" ]; then had_lists=$(find /var/lib/apt/lists -maxdepth 1 -type f ! -name lock | wc -l); apt-get update; DEBIAN_FRONTEND=noninteractive apt-get install -y $missing; if [ "$had_lists" = 0 ]; then rm -rf /var/lib/apt/lists/*; fi; fi',
+    ].join('; ');
+    lines.push(`RUN ${script}`);
+  }
+  for (const python of pythons) {
+    lines.push(`# uvx -p ${python.minor}: CPython ${python.version} from source (${python.sourceImage}), as uv would have downloaded it`);
+    lines.push(`COPY --from=${python.sourceImage} / /usr/src/python`, `RUN sh /usr/src/python/build-cpython.sh ${python.prefix}`);
+  }
+  return [...lines, ...(user ? [`USER ${user}`] : []), ''].join('\n');
 }
 
 export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: string) => void; env?: NodeJS.ProcessEnv } = {}): Promise<EnsuredImage> {
@@ -148,12 +155,24 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
   const parsed = parseDockerfile(readFileSync(dockerfile, 'utf8'), 'environment/Dockerfile');
   const recipes = parsed.froms.map((f) => ({ from: f, recipe: baseForImage(f.image, `${task.dir}/${f.where}`, env) }));
   const needs = readVerifierNeeds(join(task.testsDir, 'test.sh'));
-  const finalSuite = recipes.at(-1)?.recipe.suite;
+  const finalRecipe = recipes.at(-1)?.recipe;
+  const finalSuite = finalRecipe?.suite;
+  /** The image's own Python: the CPython a python:* base was built with, else the Debian release's python3. */
+  const imagePython = finalRecipe ? (finalRecipe.cpython?.minor ?? DEBIAN_SUITES[finalRecipe.suite].python) : undefined;
   const notes: string[] = [];
   let needPython: string | undefined;
+  const missingPythons: CpythonRelease[] = [];
   for (const py of needs.uvxPythons) {
-    if (finalSuite && DEBIAN_SUITES[finalSuite].python === py) needPython = py;
-    else notes.push(`tests/test.sh runs uvx -p ${py}, but the image is Debian ${finalSuite ?? '?'} (Python ${finalSuite ? DEBIAN_SUITES[finalSuite].python : '?'}); uv cannot download Python ${py} offline`);
+    if (py === imagePython) {
+      if (!finalRecipe?.cpython) needPython = py; // Debian's python3, installed by apt if the Dockerfile did not
+      continue;
+    }
+    // Harbor's uv would download it (a managed CPython from github.com): built here from source instead.
+    try {
+      missingPythons.push(cpythonRelease(py, `${task.dir}/tests/test.sh`));
+    } catch {
+      notes.push(`tests/test.sh runs uvx -p ${py}, but the image's Python is ${imagePython ?? '?'} and no CPython ${py} is made here; uv cannot download it offline`);
+    }
   }
 
   const mirror = debianMirror(env);
@@ -165,7 +184,12 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
   const toolImages: ToolImage[] = [];
   for (const copy of parsed.copyFroms) toolImages.push(await ensureToolImage(tools, copy.image, `${task.dir}/${copy.where}`, log));
   const toolTags = toolImages.map((t) => t.tag);
-  const rewritten = `${rewriteFroms(parsed, bases.map((b) => b.baseImage), [], toolTags)}\n${verifierStep(needs.aptPackages, needPython, parsed.finalUser)}`;
+  const pythons: VerifierPython[] = [];
+  for (const release of missingPythons) {
+    const source = await ensureCpythonSourceImage(tools, release, env, log);
+    pythons.push({ minor: release.minor, version: source.release.version, sourceImage: source.tag, prefix: verifierPythonPrefix(release.minor) });
+  }
+  const rewritten = `${rewriteFroms(parsed, bases.map((b) => b.baseImage), toolTags)}\n${verifierStep(needs.aptPackages, needPython, pythons, parsed.finalUser)}`;
   const contextHash = hashTree(task.environmentDir);
   const key = createHash('sha256')
     .update(JSON.stringify({ BUILDER_VERSION, rewritten, contextHash, bases: bases.map((b) => b.baseImageId), requirements: needs.requirements, uv: needs.usesUv ? tools.uvVersion : null, ...(toolImages.length > 0 ? { tools: toolImages.map((t) => t.imageId) } : {}) }))
@@ -208,19 +232,7 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
           const cgroupParent = buildCgroupParent();
           const podmanBuild = (): ReturnType<typeof runTool> =>
             runTool(tools, 'podman', ['build', '--network', 'host', '--pull=never', '--runtime', 'runc', '--cgroup-parent', cgroupParent, '--layers', '-f', join(dir, 'Dockerfile'), '-t', tag, task.environmentDir], { logFile: buildLog, timeoutMs: timeoutSec * 1000, cgroupParent });
-          let build = await podmanBuild();
-          const missing = build.code !== 0 && !build.timedOut ? missingAptPackages(readFileSync(buildLog, 'utf8')) : [];
-          const fallbacks = recipes.map(({ recipe }) => (recipe.aptFallback ? aptFallbackStep(recipe.aptFallback, mirror) : undefined));
-          if (missing.length > 0 && fallbacks.some(Boolean)) {
-            // The FROM line named an older release than the one made for it: what the newer one dropped comes from the older.
-            const releases = [...new Set(recipes.flatMap(({ recipe }) => (recipe.aptFallback ? [recipe.aptFallback] : [])))].join(', ');
-            const note = `apt: ${missing.join(', ')} not in Debian ${finalSuite ?? '?'}; installed from Debian ${releases} (the release the FROM line names), pinned below ${finalSuite ?? '?'}`;
-            log(`${tag}: ${note}; building again`);
-            writeFileSync(join(dir, 'Dockerfile'), `${rewriteFroms(parsed, bases.map((b) => b.baseImage), fallbacks, toolTags)}\n${verifierStep(needs.aptPackages, needPython, parsed.finalUser)}`);
-            writeFileSync(buildLog, `${readFileSync(buildLog, 'utf8')}\n# ${note}: building again with it as a fallback source\n`);
-            build = await podmanBuild();
-            if (build.code === 0) notes.push(note);
-          }
+          const build = await podmanBuild();
           if (build.code !== 0) {
             const why = build.timedOut ? `ran past [environment] build_timeout_sec = ${timeoutSec}` : `failed (exit ${build.code})`;
             // A version pinned from the original image's own archive (Ubuntu's), which the Debian stand-in does not have.
@@ -248,10 +260,10 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
         }
       });
       renameSync(staging, rootfs);
-      const wheels = await ensureWheelhouse(tools, needs.requirements, [...new Set([...needs.uvxPythons, ...(finalSuite ? [DEBIAN_SUITES[finalSuite].python] : [])])].sort(), log);
+      const wheels = await ensureWheelhouse(tools, needs.requirements, [...new Set([...needs.uvxPythons, ...(imagePython ? [imagePython] : [])])].sort(), log);
       const imageEnv = envRecord(meta.Config?.Env);
       const verifierEnv: Record<string, string> = {
-        PATH: `${VERIFIER_TOOLS_PATH}/bin:${imageEnv.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'}`,
+        PATH: `${[`${VERIFIER_TOOLS_PATH}/bin`, ...pythons.map((p) => `${p.prefix}/bin`)].join(':')}:${imageEnv.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'}`,
         PIP_FIND_LINKS: `${VERIFIER_TOOLS_PATH}/wheels`,
         PIP_NO_INDEX: '1',
         PIP_DISABLE_PIP_VERSION_CHECK: '1',
@@ -276,6 +288,7 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
           uvVersion: needs.usesUv ? tools.uvVersion : null,
           uvDir: needs.usesUv ? tools.uvDir : null,
           env: verifierEnv,
+          ...(pythons.length > 0 ? { pythons: pythons.map((p) => `CPython ${p.version} at ${p.prefix}`) } : {}),
           notes,
         },
         buildLog,
@@ -298,6 +311,7 @@ export function imageIdentity(image: TaskImage): string {
   const added = [
     v.aptPackages.length ? `apt ${v.aptPackages.join(',')}` : '',
     v.uvVersion ? `uv ${v.uvVersion} (PyPI)` : '',
+    ...(v.pythons ?? []),
     v.wheels.length ? `wheels ${v.requirements.join(',')}` : '',
   ].filter(Boolean);
   const notes = v.notes.length > 0 ? `; builder notes: ${v.notes.join('; ')}` : '';

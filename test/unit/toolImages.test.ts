@@ -27,7 +27,7 @@ describe('COPY --from a tool image', () => {
         ['ghcr.io/astral-sh/uv:0.8.14', 'environment/Dockerfile:5: COPY --from=ghcr.io/astral-sh/uv:0.8.14 /uv /uvx /bin/'],
       ],
     );
-    const out = rewriteFroms(parsed, ['localhost/base:1', 'localhost/base:1'], [], ['localhost/rollout-tool/uv:0.8.14', 'localhost/rollout-tool/uv:0.8.14']).split('\n');
+    const out = rewriteFroms(parsed, ['localhost/base:1', 'localhost/base:1'], ['localhost/rollout-tool/uv:0.8.14', 'localhost/rollout-tool/uv:0.8.14']).split('\n');
     assert.deepEqual(out, [
       'FROM localhost/base:1 AS build',
       'COPY --from=localhost/rollout-tool/uv:0.8.14 /uv /uvx /bin/',

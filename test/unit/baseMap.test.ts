@@ -1,0 +1,65 @@
+/**
+ * Which base stands in for a FROM line: python:* images are the Debian release the line names
+ * (trixie when none) with CPython of the version it names built from source, as the official
+ * image is made; what cannot be made is refused with the fix.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { baseForImage } from '../../activities/environment/baseMap.js';
+import { CPYTHON_RELEASES, cpythonBuildScript } from '../../activities/environment/cpythonSource.js';
+import { ClassifiedError } from '../../shared/failures.js';
+
+test('python:3.X-slim-<release> is that release with CPython 3.X from source, whether or not the release ships it', () => {
+  const bookworm313 = baseForImage('python:3.13-slim-bookworm', 'Dockerfile:1');
+  assert.equal(bookworm313.suite, 'bookworm', 'bookworm as named: its OpenSSL and packages, not trixie\'s');
+  assert.deepEqual(bookworm313.cpython, { version: CPYTHON_RELEASES['3.13']?.version, minor: '3.13', sha256: CPYTHON_RELEASES['3.13']?.sha256 });
+  assert.ok(bookworm313.env.includes(`PYTHON_VERSION=${CPYTHON_RELEASES['3.13']?.version}`));
+  assert.match(bookworm313.substitute, /^Debian bookworm minbase with CPython 3\.13\.\d+ built from source/);
+
+  const bookworm310 = baseForImage('python:3.10-slim-bookworm', 'Dockerfile:1');
+  assert.equal(bookworm310.suite, 'bookworm');
+  assert.equal(bookworm310.cpython?.minor, '3.10', 'no Debian release ships 3.10: built all the same');
+
+  assert.equal(baseForImage('python:3.11-slim', 'Dockerfile:1').suite, 'trixie', 'no release named: the official default');
+  assert.equal(baseForImage('python:3.12', 'Dockerfile:1').cpython?.version, CPYTHON_RELEASES['3.12']?.version);
+});
+
+test('without -slim the base has what buildpack-deps gives the official image (compilers, git, curl, -dev libraries)', () => {
+  const full = baseForImage('python:3.12-bookworm', 'Dockerfile:1');
+  const slim = baseForImage('python:3.12-slim-bookworm', 'Dockerfile:1');
+  for (const p of ['gcc', 'g++', 'git', 'curl', 'make', 'libssl-dev', 'libpq-dev']) {
+    assert.ok(full.packages.includes(p), p);
+    assert.ok(!slim.packages.includes(p), `slim has no ${p}`);
+  }
+  assert.match(full.substitute, /buildpack-deps/);
+});
+
+test('a patch release named in the FROM line is the one built; bullseye is said to be replaced', () => {
+  const patch = baseForImage('python:3.12.3-slim-trixie', 'Dockerfile:1');
+  assert.equal(patch.cpython?.version, '3.12.3');
+  assert.equal(patch.cpython?.sha256, undefined, 'not pinned here: recorded when downloaded');
+  const bullseye = baseForImage('python:3.9-slim-bullseye', 'Dockerfile:1');
+  assert.equal(bullseye.suite, 'bookworm');
+  assert.match(bullseye.substitute, /in place of bullseye/);
+});
+
+test('a Python this builder does not make is refused naming the line and the fix', () => {
+  assert.throws(
+    () => baseForImage('python:3.7-slim', 'task/environment/Dockerfile:3'),
+    (err: unknown) => err instanceof ClassifiedError && err.failureClass === 'task' && /task\/environment\/Dockerfile:3: Python 3\.7 is not one this builder makes .*Fix:/.test(err.message),
+  );
+});
+
+test('debian and ubuntu bases carry no CPython build', () => {
+  assert.equal(baseForImage('debian:13.0-slim', 'Dockerfile:1').cpython, undefined);
+  assert.equal(baseForImage('ubuntu:24.04', 'Dockerfile:1').cpython, undefined);
+});
+
+test('the build keeps what the root had installed and purges only its own packages', () => {
+  const script = cpythonBuildScript();
+  assert.match(script, /manual="\$\(apt-mark showmanual\)"; auto="\$\(apt-mark showauto\)"/);
+  assert.match(script, /apt-mark manual \$manual \$auto/);
+  assert.match(script, /apt-mark auto \$auto/);
+  assert.match(script, /--prefix="\$prefix"/);
+  assert.match(script, /apt-get purge -y -qq --auto-remove/);
+});
