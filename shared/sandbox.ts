@@ -76,7 +76,7 @@ export type SandboxSpec = z.input<typeof SandboxSpecSchema>;
 export type ResolvedSandboxSpec = z.output<typeof SandboxSpecSchema>;
 
 /** How each limit is actually enforced on this host, as `provision` reports it. */
-export type LimitEnforcement = 'cgroup-v2' | 'cgroup-v1' | 'rlimit' | 'tmpfs-size' | 'pod-limits' | 'not-requested' | 'not-enforced';
+export type LimitEnforcement = 'cgroup-v2' | 'cgroup-v1' | 'rlimit' | 'tmpfs-size' | 'ext4-file-size' | 'pod-limits' | 'not-requested' | 'not-enforced';
 export interface EnforcedLimits {
   memory: LimitEnforcement;
   pids: LimitEnforcement;

@@ -2,6 +2,7 @@
  * Host-side view of local sandboxes for tests: which processes, mounts (in any
  * mount namespace on the host), directories and cgroups of a sandbox remain.
  */
+import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Leftovers } from '../conformance/sandboxConformance.js';
@@ -74,7 +75,17 @@ export class LocalSandboxInspector {
       processes: [...processes],
       mounts: mountsMentioning(handle.id),
       directories: existsSync(handle.stateDir) ? [handle.stateDir] : [],
-      other: handle.cgroupProcFiles.map((f) => dirname(f)).filter((d) => existsSync(d)),
+      other: [...handle.cgroupProcFiles.map((f) => dirname(f)).filter((d) => existsSync(d)), ...loopDevicesBackedBy(handle.stateDir)],
     };
   }
+}
+
+/** Loop devices whose backing file is (or was, deleted) under the sandbox's state directory: a writable layer on disk left attached. */
+export function loopDevicesBackedBy(stateDir: string): string[] {
+  const listed = spawnSync('losetup', ['--list', '--noheadings', '--output', 'NAME,BACK-FILE'], { encoding: 'utf8', env: { PATH: '/usr/sbin:/usr/bin:/sbin:/bin' } }).stdout ?? '';
+  return listed
+    .split('\n')
+    .map((line) => line.trim().split(/\s+/))
+    .filter(([, file]) => file !== undefined && file.startsWith(`${stateDir}/`))
+    .map(([name, file]) => `loop device ${name} on ${file}`);
 }

@@ -94,6 +94,49 @@ if (noTools) {
       }
     });
 
+    test("the writable layer is on disk as Docker's: writing more than the memory limit into the image's root fits (page cache, reclaimable) where a tmpfs layer is memory and gets killed; the disk size bounds it; teardown detaches its loop device", async () => {
+      const write = 'head -c 400000000 /dev/zero > /opt/blob && sync && stat -c %s /opt/blob';
+      const { handle, enforcedLimits } = await provider.provision(spec({ limits: { memoryMb: 128, diskMb: 1024 } }));
+      inspector.track(handle);
+      try {
+        assert.equal(enforcedLimits.disk, 'ext4-file-size');
+        const r = await provider.exec(handle, write);
+        assert.equal(r.exitCode, 0, `400 MB written under a 128 MB memory limit: ${r.stderr}`);
+        assert.equal(r.stdout.trim(), '400000000');
+        const full = await provider.exec(handle, 'head -c 800000000 /dev/zero > /opt/more');
+        assert.notEqual(full.exitCode, 0);
+        assert.match(full.stderr, /No space left on device/, 'past the 1024 MB disk limit');
+        assert.equal((await provider.exec(handle, 'rm /opt/blob /opt/more')).exitCode, 0);
+
+        // Its verifier beside it keeps its own /tmp and /root on the same disk layer, outside the agent's overlay.
+        const { handle: beside } = await provider.provisionBeside(handle, { labels: { purpose: 'verifier' } });
+        try {
+          const v = await provider.exec(beside, 'head -c 300000000 /dev/zero > /root/wheels && sync && stat -c %s /root/wheels && stat -c %A /tmp /root');
+          assert.equal(v.exitCode, 0, `300 MB in the verifier's /root under a 128 MB memory limit: ${v.stderr}`);
+          assert.equal(v.stdout, '300000000\ndrwxrwxrwt\ndrwx------\n');
+          assert.equal((await provider.exec(handle, 'test -e /root/wheels && echo seen || echo unseen')).stdout.trim(), 'unseen', "the verifier's /root is not the agent's");
+        } finally {
+          await provider.teardown(beside);
+        }
+        const freed = await provider.exec(handle, 'head -c 900000000 /dev/zero > /opt/again && echo fits');
+        assert.equal(freed.stdout.trim(), 'fits', "the verifier's files left the layer with it");
+      } finally {
+        await provider.teardown(handle);
+      }
+      assert.deepEqual(await inspector.leftovers(handle), { processes: [], mounts: [], directories: [], other: [] }, 'no loop device, mount or directory left');
+
+      // The same write on the old layer: a tmpfs's pages are memory charged to the sandbox, and nothing reclaims them.
+      const memoryLayer = new LocalSandboxProvider({ stateRoot: join(scratch, 'state-tmpfs'), writableLayer: 'tmpfs' });
+      const tmpfs = await memoryLayer.provision(spec({ limits: { memoryMb: 128, diskMb: 1024 } }));
+      try {
+        assert.equal(tmpfs.enforcedLimits.disk, 'tmpfs-size');
+        const r = await memoryLayer.exec(tmpfs.handle, write);
+        assert.notEqual(r.exitCode, 0, 'killed: the install that Docker completes');
+      } finally {
+        await memoryLayer.teardown(tmpfs.handle);
+      }
+    });
+
     test("services an oracle starts get Docker's root capabilities that stay inside: a chroot (sshd's privilege separation) gets no further than the sandbox's root, a port below 1024 binds", async () => {
       const { handle } = await provider.provision(spec());
       try {
@@ -118,18 +161,30 @@ print(' '.join(sorted(os.listdir('/'))))`;
       }
     });
 
-    test("a python:3.X base behaves like the official image for a Dockerfile: pip upgrades itself, packages land in /usr/local/lib/python3.X/site-packages", async () => {
+    test("a python:3.X-slim-<release> base is that release with that CPython, as the official image: pip upgrades itself, /usr/local site-packages, the release's own OpenSSL; uvx -p of a Python the image lacks verifies offline", async () => {
       const pyTask = loadTask(join(root, 'test/fixtures/python-base-task'));
-      // The build itself is the check: both RUN steps fail on Debian's packaged pip and layout.
+      // The build itself checks pip and the layout: its RUN steps fail on Debian's packaged pip and dist-packages.
       const built = (await ensureTaskImage(pyTask, { log: (line) => process.stderr.write(`${line}\n`) })).image;
+      assert.match(imageIdentity(built), /FROM python:3\.10-slim-bookworm -> Debian bookworm minbase with CPython 3\.10\.\d+ built from source/);
+      assert.match(imageIdentity(built), /verifier additions: uv \S+ \(PyPI\); CPython 3\.12\.\d+ at \/opt\/rollout-python\/3\.12; wheels pytest==8\.4\.1/);
       const { handle } = await provider.provision(sandboxSpecForTask(pyTask, { workflowId: 'python-base', runId: '', attempt: 0 }, {}, false, built));
       try {
-        const r = await provider.exec(handle, 'cat /app/pip-version.txt; command -v pip; python3 -c "import six; print(six.__file__)"');
+        const r = await provider.exec(handle, 'cat /app/pip-version.txt; command -v pip; python3 -c "import six; print(six.__file__)"; python --version; cat /app/source-package.txt /app/subject.txt');
         assert.equal(r.exitCode, 0, r.stderr);
-        assert.match(r.stdout, /^pip \S+ from \/usr\/local\/lib\/python3\.13\/(site|dist)-packages\/pip .*\n\/usr\/local\/bin\/pip\n\/usr\/local\/lib\/python3\.13\/(site|dist)-packages\/six\.py\n$/);
+        assert.match(r.stdout, /^pip \S+ from \/usr\/local\/lib\/python3\.10\/site-packages\/pip \(python 3\.10\)\n\/usr\/local\/bin\/pip\n\/usr\/local\/lib\/python3\.10\/site-packages\/six\.py\nPython 3\.10\.\d+\n\/tmp\/hello_\S+\.dsc\n/, 'and apt-get source worked once the Dockerfile enabled deb-src in debian.sources');
+        assert.match(r.stdout, /\nsubject=CN = example\n$/, "bookworm's OpenSSL 3.0 spaces the subject as the original image does (trixie's 3.5 prints CN=example)");
       } finally {
         await provider.teardown(handle);
       }
+      const report = await checkTask(pyTask, provider);
+      assert.deepEqual(
+        report.cases.map((c) => [c.name, c.reward, c.error]),
+        [
+          ['untouched start', 0, undefined],
+          ['reference solution', 1, undefined],
+        ],
+        'the tests ran on CPython 3.12 built into the image, with no network',
+      );
     });
 
     test('COPY --from a tool image of a registry (ghcr.io/astral-sh/uv): made from its PyPI wheel, its files where the original has them, named in the identity', async () => {
@@ -155,7 +210,7 @@ print(' '.join(sorted(os.listdir('/'))))`;
           ['reference solution', 1, undefined],
         ],
       );
-      assert.match(report.environmentIdentity, /^local:image:sha256:[0-9a-f]{64} built here; FROM environment\/Dockerfile:2: FROM python:3\.13-slim-bookworm -> Debian trixie/);
+      assert.match(report.environmentIdentity, /^local:image:sha256:[0-9a-f]{64} built here; FROM environment\/Dockerfile:2: FROM python:3\.13-slim-bookworm -> Debian bookworm minbase with CPython 3\.13\.\d+ built from source/);
       assert.match(report.environmentIdentity, /verifier additions: apt curl; uv 0\.9\.5 \(PyPI\); wheels pytest-json-ctrf==0\.3\.5,pytest==8\.4\.1/);
     });
 

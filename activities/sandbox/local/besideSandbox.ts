@@ -19,10 +19,13 @@
  * one's, and tearing the first one down takes it along.
  */
 import { randomBytes } from 'node:crypto';
+import { existsSync } from 'node:fs';
+import { chmod, mkdir, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { ClassifiedError } from '../../../shared/failures.js';
 import type { LocalSandboxHandle, ProvisionResult, ResolvedSandboxSpec } from '../../../shared/sandbox.js';
-import { bwrapArgs } from './bwrapArgs.js';
+import { BESIDE_DIR_MODES, BESIDE_DIRS, bwrapArgs } from './bwrapArgs.js';
+import { DISK_LAYER_FILE } from './diskLayer.js';
 import { helperBesideArgv } from './execHelper/execHelper.js';
 import { errorText, sandboxError, type LocalSandboxContext } from './localSandboxContext.js';
 import { isLiveProcess, processStartTime } from './procfs.js';
@@ -49,10 +52,12 @@ export async function provisionBeside(ctx: LocalSandboxContext, of: LocalSandbox
   const exitFile = join(record.stateDir, INIT_EXIT_FILE);
   const diskMb = spec.limits.diskMb ?? ctx.defaultDiskMb;
   try {
+    // The first sandbox's writable layer on disk: the verifier's own directories go there too (not in its overlay).
+    const scratch = spec.rootfs && existsSync(join(first.stateDir, DISK_LAYER_FILE)) ? await makeScratch(first.stateDir, first.launcherPid, id) : null;
     return await launch(ctx, spec, id, record.stateDir, record, {
       argv: async (cgroup, memoryRlimitBytes, execSocket) => {
         // Built against the first sandbox's state directory: its overlay is what the copy of its mount namespace shows there.
-        const bwrap = [ctx.programs.bwrap, ...(await bwrapArgs(spec, first.stateDir, diskMb, ctx.etcDir, ctx.programs, execSocket !== null, true))];
+        const bwrap = [ctx.programs.bwrap, ...(await bwrapArgs(spec, first.stateDir, diskMb, ctx.etcDir, ctx.programs, execSocket !== null, { scratch }))];
         if (ctx.helper) {
           return helperBesideArgv(
             ctx.helper,
@@ -77,4 +82,26 @@ export async function provisionBeside(ctx: LocalSandboxContext, of: LocalSandbox
     if (err instanceof ClassifiedError) throw err;
     throw sandboxError('provision_failed', `local sandbox ${id} beside ${of.id}: ${errorText(err)}`, err);
   }
+}
+
+/** Where a sandbox beside `firstStateDir`'s keeps its own directories on that one's disk layer (a path in its launcher's namespace). */
+export function besideScratch(firstStateDir: string, id: string): string {
+  return join(firstStateDir, 'rw', 'beside', id);
+}
+
+/** Makes the scratch directories, from the host through the first launcher's mount namespace (where the layer is mounted). */
+async function makeScratch(firstStateDir: string, launcherPid: number, id: string): Promise<string> {
+  const scratch = besideScratch(firstStateDir, id);
+  const fromHost = `/proc/${launcherPid}/root${scratch}`;
+  for (const dir of BESIDE_DIRS) {
+    await mkdir(join(fromHost, dir), { recursive: true });
+    await chmod(join(fromHost, dir), BESIDE_DIR_MODES[dir]);
+  }
+  return scratch;
+}
+
+/** Removes a torn-down beside sandbox's scratch from the first one's layer (gone with it if that one is gone). */
+export async function removeScratch(firstStateDir: string, launcherPid: number | null, id: string): Promise<void> {
+  if (launcherPid === null) return;
+  await rm(`/proc/${launcherPid}/root${besideScratch(firstStateDir, id)}`, { recursive: true, force: true }).catch(() => undefined);
 }

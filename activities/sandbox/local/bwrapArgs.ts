@@ -47,13 +47,14 @@ function initArgs(spec: ResolvedSandboxSpec, programs: HostPrograms, execServer:
  * launcher mount namespace and in its network namespace (provisionBeside): the same root filesystem
  * (`stateDir` is the first sandbox's), no network namespace of its own, and fresh /tmp, /root, /tests
  * and /logs where an image sandbox has them in its root filesystem (a host-base sandbox has them as
- * tmpfs of its own anyway).
+ * tmpfs of its own anyway). `beside.scratch`: a directory on the first sandbox's writable layer on
+ * disk, outside its overlay (the agent never sees it), that holds those four; else they are tmpfs.
  */
-export async function bwrapArgs(spec: ResolvedSandboxSpec, stateDir: string, diskMb: number, etcDir: string, programs: HostPrograms, execServer: boolean, beside = false): Promise<string[]> {
+export async function bwrapArgs(spec: ResolvedSandboxSpec, stateDir: string, diskMb: number, etcDir: string, programs: HostPrograms, execServer: boolean, beside: { scratch: string | null } | null = null): Promise<string[]> {
   const args = ['--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--hostname', 'sandbox'];
   // 'public': a namespace of its own too, which slirp4netns connects once the sandbox is up (userNetwork.ts).
   if (spec.network !== 'host' && !beside) args.push('--unshare-net');
-  if (spec.rootfs) return [...args, ...imageRootArgs(spec, stateDir, etcDir, beside ? diskMb : null), '--chdir', spec.workdir, ...initArgs(spec, programs, execServer)];
+  if (spec.rootfs) return [...args, ...imageRootArgs(spec, stateDir, etcDir, beside ? { sizeMb: diskMb, scratch: beside.scratch } : null), '--chdir', spec.workdir, ...initArgs(spec, programs, execServer)];
   args.push('--ro-bind', '/usr', '/usr');
   args.push(...(await hostRootBinds()));
   args.push('--perms', '0755', '--dir', '/etc');
@@ -76,21 +77,30 @@ export async function bwrapArgs(spec: ResolvedSandboxSpec, stateDir: string, dis
   return args;
 }
 
+/** The directories a verifier beside the agent has of its own, and their modes. */
+export const BESIDE_DIRS = ['tmp', 'root', 'tests', 'logs'] as const;
+export const BESIDE_DIR_MODES: Record<(typeof BESIDE_DIRS)[number], number> = { tmp: 0o1777, root: 0o700, tests: 0o755, logs: 0o755 };
+
 /**
  * An image sandbox: the overlay (image root filesystem below, the size-limited tmpfs above) is the
  * whole root, writable as a container's; /proc, /dev, our hosts/hostname and the Harbor mount points
  * on top. Nothing of the host is visible but what readOnlyMounts names.
  */
-function imageRootArgs(spec: ResolvedSandboxSpec, stateDir: string, etcDir: string, privateDirsMb: number | null): string[] {
+function imageRootArgs(spec: ResolvedSandboxSpec, stateDir: string, etcDir: string, privateDirs: { sizeMb: number; scratch: string | null } | null): string[] {
   const args = ['--bind', join(stateDir, 'merged'), '/'];
   for (const name of ['hosts', 'hostname', ...(spec.network === 'public' ? ['resolv.conf'] : [])]) args.push('--ro-bind', join(etcDir, name), `/etc/${name}`);
   args.push('--proc', '/proc', '--dev', '/dev');
   for (const path of PROC_READ_ONLY) args.push('--ro-bind-try', path, path);
   for (const dir of ['/tmp', '/root', '/tests', '/solution', '/logs/agent', '/logs/verifier', spec.workdir]) args.push('--dir', dir);
-  if (privateDirsMb !== null) {
+  if (privateDirs?.scratch) {
+    // A verifier beside the agent, its directories on disk as a container's are (a test's 2 GB of wheels in
+    // /root/.cache is page cache there, not memory), in a part of the layer the agent's overlay does not show.
+    for (const dir of BESIDE_DIRS) args.push('--bind', join(privateDirs.scratch, dir), `/${dir}`);
+    args.push('--dir', '/logs/agent', '--dir', '/logs/verifier');
+  } else if (privateDirs) {
     // A verifier beside the agent: what the agent's processes could have planted there, or could still
     // write, is not what its tests see; the directories are its own (the verifier restores /root and /tmp).
-    const size = String(privateDirsMb * 1024 * 1024);
+    const size = String(privateDirs.sizeMb * 1024 * 1024);
     args.push('--perms', '1777', '--size', size, '--tmpfs', '/tmp', '--perms', '0700', '--size', size, '--tmpfs', '/root', '--size', size, '--tmpfs', '/tests');
     args.push('--size', size, '--tmpfs', '/logs', '--dir', '/logs/agent', '--dir', '/logs/verifier');
   }

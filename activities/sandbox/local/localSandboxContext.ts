@@ -5,6 +5,7 @@
  */
 import { readFile } from 'node:fs/promises';
 import { ClassifiedError } from '../../../shared/failures.js';
+import type { WritableLayer } from './diskLayer.js';
 import type { HostPrograms } from './hostCapabilities.js';
 import type { SandboxRegistry } from './sandboxRegistry.js';
 import type { SandboxSpawner } from './sandboxSpawner.js';
@@ -20,6 +21,8 @@ export interface LocalSandboxContext {
   /** The compiled helper (execHelper/), or null: the program chain. */
   readonly helper: string | null;
   readonly defaultDiskMb: number;
+  /** Where an image sandbox's writable layer lives: an ext4 file on disk (as Docker's) or a tmpfs. */
+  readonly writableLayer: WritableLayer;
   readonly provisionTimeoutMs: number;
   /** Sandboxes whose record names this process as holder (checked once per sandbox, not on every exec). */
   readonly claimed: Set<string>;

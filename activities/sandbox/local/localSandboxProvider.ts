@@ -38,6 +38,7 @@ import {
   type TeardownReport,
 } from '../../../shared/sandbox.js';
 import { provisionBeside } from './besideSandbox.js';
+import { writableLayerSetting, type WritableLayer } from './diskLayer.js';
 import { runInSandbox, type RunOptions, type RunResult } from './exec.js';
 import { chooseHelper } from './execHelper/execHelper.js';
 import { checkHostCapabilities, DEFAULT_HOST_PROGRAMS, type HostPrograms } from './hostCapabilities.js';
@@ -66,6 +67,8 @@ export interface LocalSandboxProviderOptions {
   cgroupRoot?: string;
   /** Writable layer size when the spec sets no diskMb. */
   defaultDiskMb?: number;
+  /** Where an image sandbox's writable layer lives (diskLayer.ts); default ROLLOUT_WRITABLE_LAYER, else disk. */
+  writableLayer?: WritableLayer;
   defaultExecTimeoutMs?: number;
   defaultMaxOutputBytes?: number;
   /** Largest file writeFile accepts and readFile returns by default. */
@@ -142,6 +145,7 @@ export class LocalSandboxProvider implements SandboxProvider {
       spawner: createSandboxSpawner(options.spawnVia ?? spawnViaFromEnv()),
       helper: helper.path,
       defaultDiskMb: options.defaultDiskMb ?? 1024,
+      writableLayer: options.writableLayer ?? writableLayerSetting(),
       provisionTimeoutMs: options.provisionTimeoutMs ?? 15_000,
       claimed: new Set(),
     };

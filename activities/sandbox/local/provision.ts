@@ -15,6 +15,7 @@ import { join } from 'node:path';
 import { ClassifiedError } from '../../../shared/failures.js';
 import type { EnforcedLimits, LocalSandboxHandle, ProvisionResult, ResolvedSandboxSpec } from '../../../shared/sandbox.js';
 import { bwrapArgs } from './bwrapArgs.js';
+import { createDiskLayer } from './diskLayer.js';
 import { createSandboxCgroup, type CgroupPlacement } from './cgroups.js';
 import { helperLaunchArgv } from './execHelper/execHelper.js';
 import { thisProcess } from './holderProcess.js';
@@ -90,8 +91,11 @@ export async function provisionSandbox(ctx: LocalSandboxContext, spec: ResolvedS
   const { stateDir } = record;
   const diskMb = spec.limits.diskMb ?? ctx.defaultDiskMb;
   try {
+    // An image sandbox's writable layer on disk (as Docker's) unless the host says tmpfs: its loop device, mounted by the launcher.
+    const layerDevice = spec.rootfs && ctx.writableLayer === 'disk' ? await createDiskLayer(stateDir, diskMb) : undefined;
     return await launch(ctx, spec, id, stateDir, record, {
-      argv: async (cgroup, memoryRlimitBytes, execSocket) => launcherArgv(ctx, cgroup, memoryRlimitBytes, spec, stateDir, diskMb, execSocket, await bwrapArgs(spec, stateDir, diskMb, ctx.etcDir, ctx.programs, execSocket !== null)),
+      argv: async (cgroup, memoryRlimitBytes, execSocket) => launcherArgv(ctx, cgroup, memoryRlimitBytes, spec, stateDir, layerDevice ?? `${diskMb}m`, execSocket, await bwrapArgs(spec, stateDir, diskMb, ctx.etcDir, ctx.programs, execSocket !== null)),
+      diskLayer: layerDevice !== undefined,
       userNetwork: spec.network === 'public',
     });
   } catch (err) {
@@ -114,12 +118,13 @@ export function execServerSocket(ctx: LocalSandboxContext, stateDir: string): st
   return Buffer.byteLength(path) > MAX_SOCKET_PATH_BYTES ? null : path;
 }
 
-function launcherArgv(ctx: LocalSandboxContext, cgroup: CgroupPlacement | undefined, memoryRlimitBytes: number | null, spec: ResolvedSandboxSpec, stateDir: string, diskMb: number, execSocket: string | null, bwrap: string[]): string[] {
+/** `layer`: the writable layer, a tmpfs size (`1024m`) or the loop device of its file on disk (`/dev/loop3`). */
+function launcherArgv(ctx: LocalSandboxContext, cgroup: CgroupPlacement | undefined, memoryRlimitBytes: number | null, spec: ResolvedSandboxSpec, stateDir: string, layer: string, execSocket: string | null, bwrap: string[]): string[] {
   const lower = spec.rootfs ?? spec.environmentDir;
   if (ctx.helper) {
     return helperLaunchArgv(
       ctx.helper,
-      { cgroupProcFiles: cgroup?.procFiles ?? [], memoryRlimitBytes, rwDir: join(stateDir, 'rw'), mergedDir: join(stateDir, 'merged'), exitFile: join(stateDir, INIT_EXIT_FILE), lower, size: `${diskMb}m`, execSocket },
+      { cgroupProcFiles: cgroup?.procFiles ?? [], memoryRlimitBytes, rwDir: join(stateDir, 'rw'), mergedDir: join(stateDir, 'merged'), exitFile: join(stateDir, INIT_EXIT_FILE), lower, size: layer, execSocket },
       [ctx.programs.bwrap, ...bwrap],
     );
   }
@@ -127,7 +132,7 @@ function launcherArgv(ctx: LocalSandboxContext, cgroup: CgroupPlacement | undefi
     ...(cgroup && cgroup.procFiles.length > 0 ? [ctx.programs.sh, '-c', JOIN_CGROUP_SCRIPT, 'rollout-join-cgroup'] : []),
     ...(memoryRlimitBytes !== null ? [ctx.programs.prlimit, `--as=${memoryRlimitBytes}`, '--'] : []),
     ctx.programs.unshare, '--mount', '--propagation', 'private', '--',
-    ctx.programs.sh, '-c', MOUNT_SCRIPT, 'rollout-sandbox-mount', stateDir, lower, `${diskMb}m`,
+    ctx.programs.sh, '-c', MOUNT_SCRIPT, 'rollout-sandbox-mount', stateDir, lower, layer,
     ctx.programs.bwrap, ...bwrap,
   ];
 }
@@ -136,6 +141,8 @@ function launcherArgv(ctx: LocalSandboxContext, cgroup: CgroupPlacement | undefi
 export interface LaunchPlan {
   argv(cgroup: CgroupPlacement | undefined, memoryRlimitBytes: number | null, execSocket: string | null): Promise<string[]>;
   userNetwork: boolean;
+  /** The writable layer is a file on disk (diskLayer.ts), not a tmpfs: how the disk limit is enforced. */
+  diskLayer?: boolean;
 }
 
 /** Cgroups, the launcher, its ready report, the handle: what every local sandbox goes through once its record is on disk. */
@@ -149,7 +156,7 @@ export async function launch(ctx: LocalSandboxContext, spec: ResolvedSandboxSpec
     // RLIMIT_NPROC counts every process of the uid host-wide: useless for root, so not claimed.
     pids: cgroup?.pids ?? (spec.limits.pids === undefined ? 'not-requested' : 'not-enforced'),
     cpu: cgroup?.cpu ?? (spec.limits.cpus === undefined ? 'not-requested' : 'not-enforced'),
-    disk: 'tmpfs-size',
+    disk: plan.diskLayer ? 'ext4-file-size' : 'tmpfs-size',
   };
   const memoryRlimitBytes = enforcedLimits.memory === 'rlimit' && spec.limits.memoryMb !== undefined ? spec.limits.memoryMb * 1024 * 1024 : null;
   const execSocket = execServerSocket(ctx, stateDir);

@@ -15,8 +15,9 @@ export const SANDBOX_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/
  */
 export const MOUNT_SCRIPT = [
   'set -e',
-  'state=$1; lower=$2; size=$3; shift 3',
-  'mount -t tmpfs -o "size=$size,mode=0755" rollout-rw "$state/rw"',
+  'state=$1; lower=$2; layer=$3; shift 3',
+  // The writable layer: a loop device of its file on disk (diskLayer.ts), else a tmpfs of that size.
+  'case $layer in /*) mount -t ext4 -o noatime "$layer" "$state/rw" ;; *) mount -t tmpfs -o "size=$layer,mode=0755" rollout-rw "$state/rw" ;; esac',
   'mkdir "$state/rw/upper" "$state/rw/work"',
   'mount -t overlay overlay -o "lowerdir=$lower,upperdir=$state/rw/upper,workdir=$state/rw/work" "$state/merged"',
   'set +e',

@@ -10,9 +10,10 @@ import { readdir, readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { LocalSandboxHandleSchema, type LocalSandboxHandle, type SandboxHandle, type TeardownReport } from '../../../shared/sandbox.js';
 import { cgroupPids, killCgroupProcesses, removeCgroups } from './cgroups.js';
+import { releaseDiskLayer } from './diskLayer.js';
 import { sleep, TeardownIncompleteError, type LocalSandboxContext } from './localSandboxContext.js';
 import { isSameProcess, namespaceOf, processesInNamespace } from './procfs.js';
-import { besidePrefix } from './besideSandbox.js';
+import { besidePrefix, removeScratch } from './besideSandbox.js';
 import { SANDBOX_ID } from './sandboxRegistry.js';
 import { detachUserNetwork } from './userNetwork.js';
 
@@ -78,12 +79,19 @@ export async function teardownSandbox(ctx: LocalSandboxContext, handleOrId: Sand
   if (!gone) throw new TeardownIncompleteError(`sandbox ${id}: processes did not exit within 2 s of SIGKILL; run teardown again`);
   report.processesKilled = killed.size;
   // A sandbox beside another mounted nothing of its own there (its namespace held only a copy of the other's).
-  if (mountNamespace && record?.beside === undefined) report.mountsRemoved = [`overlay on ${join(stateDir, 'merged')}`, `tmpfs on ${join(stateDir, 'rw')}`];
+  // The layer's file on disk, if it has one: its loop device is detached once the mount namespace is gone.
+  const devices = await releaseDiskLayer(stateDir);
+  if (mountNamespace && record?.beside === undefined) report.mountsRemoved = [`overlay on ${join(stateDir, 'merged')}`, `${devices.length > 0 ? `ext4 (${devices.join(', ')})` : 'tmpfs'} on ${join(stateDir, 'rw')}`];
   const cgroups = await removeCgroups(cgroupDirs);
   report.cgroupsRemoved = cgroups.removed;
   if (cgroups.busy.length > 0) {
     // Keep the state directory (and its record) so the next teardown, or the reaper, finishes the job.
     throw new TeardownIncompleteError(`sandbox ${id}: cgroups ${cgroups.busy.join(', ')} still busy 5 s after their processes were killed; run teardown again`);
+  }
+  if (record?.beside !== undefined) {
+    // Its own /tmp, /root, /tests and /logs on the first sandbox's disk layer, if it had them there.
+    const first = await ctx.registry.get(record.beside);
+    if (first?.handle && isSameProcess(first.handle.pid, first.handle.pidStartTime)) await removeScratch(first.stateDir, first.launcherPid, id);
   }
   if (exists) {
     await rm(stateDir, { recursive: true, force: true, maxRetries: 5 });

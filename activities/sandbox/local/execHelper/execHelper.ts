@@ -40,7 +40,7 @@ export function chooseHelper(option: string | null | undefined, env: NodeJS.Proc
 }
 
 /** What `--version` of the helper this checkout builds prints (sandbox-helper.c, main). */
-const HELPER_VERSION = 'rollout-sandbox-helper 3';
+const HELPER_VERSION = 'rollout-sandbox-helper 4';
 
 const list = (items: readonly string[]): string => (items.length > 0 ? items.join(',') : '-');
 

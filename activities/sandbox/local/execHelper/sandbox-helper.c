@@ -19,11 +19,11 @@
  *     through nsenter and setpriv. The parent waits and exits as the child did (its
  *     status, or the same signal), like nsenter.
  *
- *   launch <cgroup-procs,...|-> <rlimit-as|0> <rw-dir> <merged-dir> <exit-file> <lower> <size> <exec-socket|-> -- BWRAP ARGS...
+ *   launch <cgroup-procs,...|-> <rlimit-as|0> <rw-dir> <merged-dir> <exit-file> <lower> <tmpfs-size|loop-device> <exec-socket|-> -- BWRAP ARGS...
  *     replaces `sh -c join ; prlimit ; unshare --mount --propagation private ; sh -c
  *     'mount tmpfs; mkdir; mount overlay; bwrap ...; echo $? > init-exit'`: joins the
- *     cgroups, lowers RLIMIT_AS, makes a private mount namespace, mounts the size-limited
- *     tmpfs and the overlay, runs bwrap and writes how it ended (its exit status, or
+ *     cgroups, lowers RLIMIT_AS, makes a private mount namespace, mounts the writable layer (a size-limited
+ *     tmpfs, or the ext4 on the loop device given) and the overlay, runs bwrap and writes how it ended (its exit status, or
  *     128 + signal) to exit-file, then exits 0. It stays bwrap's parent for the sandbox's
  *     life and is the one process that holds the private mount namespace. With an exec socket it
  *     also binds and listens on that path (mode 0600) and passes the listening socket to bwrap as fd 5
@@ -357,8 +357,13 @@ static int launch_mode(int argc, char **argv) {
   if (passed_fds) pass_self();
 
   char options[8192];
-  snprintf(options, sizeof options, "size=%s,mode=0755", size);
-  if (mount("rollout-rw", rw, "tmpfs", 0, options) != 0) die(1, "mount tmpfs on", rw);
+  if (size[0] == '/') {
+    /* The writable layer's file on disk, attached to this loop device by the host (diskLayer.ts). */
+    if (mount(size, rw, "ext4", MS_NOATIME, NULL) != 0) die(1, "mount the writable layer's ext4 on", rw);
+  } else {
+    snprintf(options, sizeof options, "size=%s,mode=0755", size);
+    if (mount("rollout-rw", rw, "tmpfs", 0, options) != 0) die(1, "mount tmpfs on", rw);
+  }
   char upper[4096], work[4096];
   snprintf(upper, sizeof upper, "%s/upper", rw);
   snprintf(work, sizeof work, "%s/work", rw);
@@ -380,7 +385,7 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "beside") == 0) return beside_mode(argc, argv);
   if (strcmp(argv[1], "init") == 0) return init_main(argc, argv);
   if (strcmp(argv[1], "--version") == 0) {
-    puts("rollout-sandbox-helper 3");
+    puts("rollout-sandbox-helper 4");
     return 0;
   }
   usage("unknown mode");
