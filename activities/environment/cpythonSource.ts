@@ -89,9 +89,10 @@ cd /; rm -rf /usr/src/python /tmp/cpython-*.log
 find "$prefix" -depth \\( \\( -type d -a \\( -name test -o -name tests -o -name idle_test \\) \\) -o \\( -type f -a \\( -name '*.pyc' -o -name '*.pyo' -o -name 'libpython*.a' \\) \\) \\) -exec rm -rf '{}' +
 ldconfig
 # Everything the root had stays (marked manual for the purge, its marks put back after); the build's own packages go.
+# The packages of the libraries Python links: dpkg-query's "package: path" lines only (trixie also prints "diversion by ..." lines).
 apt-mark auto '.*' > /dev/null
 [ -z "$manual$auto" ] || apt-mark manual $manual $auto > /dev/null
-runtime="$(find "$prefix" -type f -executable -not -name '*tkinter*' -exec ldd '{}' ';' 2>/dev/null | awk '/=>/ { so = $(NF-1); if (index(so, "'"$prefix"'/") == 1) next; gsub("^/(usr/)?", "", so); printf "*%s\\n", so }' | sort -u | xargs -r dpkg-query --search 2>/dev/null | cut -d: -f1 | sort -u)"
+runtime="$(find "$prefix" -type f -executable -not -name '*tkinter*' -exec ldd '{}' ';' 2>/dev/null | awk '/=>/ { so = $(NF-1); if (index(so, "'"$prefix"'/") == 1) next; gsub("^/(usr/)?", "", so); printf "*%s\\n", so }' | sort -u | xargs -r dpkg-query --search 2>/dev/null | awk 'sub(":$", "", $1) { print $1 }' | sort -u)"
 [ -z "$runtime" ] || apt-mark manual $runtime > /dev/null
 apt-get purge -y -qq --auto-remove -o APT::AutoRemove::RecommendsImportant=false -o APT::AutoRemove::SuggestsImportant=false > /dev/null
 # The libraries Python links stay manual, as in the official image (an autoremove later must not take them).

@@ -4,6 +4,7 @@
  * image is made; what cannot be made is refused with the fix.
  */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { test } from 'node:test';
 import { baseForImage } from '../../activities/environment/baseMap.js';
 import { CPYTHON_RELEASES, cpythonBuildScript } from '../../activities/environment/cpythonSource.js';
@@ -62,4 +63,9 @@ test('the build keeps what the root had installed and purges only its own packag
   assert.match(script, /apt-mark auto \$auto/);
   assert.match(script, /--prefix="\$prefix"/);
   assert.match(script, /apt-get purge -y -qq --auto-remove/);
+  // trixie's dpkg-query --search also prints "diversion by libc6 from: ..." lines: only "package: path" lines name packages.
+  const lines = 'libc6:amd64: /lib/x86_64-linux-gnu/libc.so.6\ndiversion by libc6 from: /lib64/ld-linux-x86-64.so.2\ndiversion by libc6 to: /lib64/ld-linux-x86-64.so.2.usr-is-merged\nlibssl3t64:amd64: /usr/lib/x86_64-linux-gnu/libssl.so.3\n';
+  const awk = /awk '(sub\(":\$", "", \$1\) \{ print \$1 \})'/.exec(script)?.[1];
+  assert.ok(awk, 'the package names are read with awk');
+  assert.equal(execFileSync('awk', [awk], { input: lines, encoding: 'utf8' }), 'libc6:amd64\nlibssl3t64:amd64\n');
 });
