@@ -74,7 +74,8 @@ if (noTools) {
     },
   });
 
-  describe('image sandboxes', { timeout: 900_000 }, () => {
+  // Cold, the suite builds two CPython bases and a CPython for the verifier (3.5 min each on two busy cores) before its images.
+  describe('image sandboxes', { timeout: 1_800_000 }, () => {
     test("the image's WORKDIR and ENV apply; writes to its root stay in that sandbox, never in the cached rootfs", async () => {
       const { handle } = await provider.provision(spec());
       try {

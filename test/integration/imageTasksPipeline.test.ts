@@ -49,7 +49,7 @@ describe('Dockerfile tasks through the pipeline', { timeout: 1_800_000, skip: no
         assert.equal(r.reward, 1, `${group.taskId}/${r.index}: ${r.outcomeClass}/${r.outcomeType} ${r.attemptHistory.map((a) => a.message).join(' | ')}`);
         // TB2's task.toml sets no network: Harbor's default, the internet; the fixture says no-network.
         assert.equal(r.experiment?.network?.mode, group.taskId === 'image-task' ? 'none' : 'public', `${group.taskId}: ${JSON.stringify(r.experiment?.network)}`);
-        assert.match(r.experiment?.environmentIdentity ?? '', /^local:image:sha256:[0-9a-f]{64} built here; FROM environment\/Dockerfile:\d+: FROM python:3\.13-slim-bookworm -> Debian trixie/);
+        assert.match(r.experiment?.environmentIdentity ?? '', /^local:image:sha256:[0-9a-f]{64} built here; FROM environment\/Dockerfile:\d+: FROM python:3\.13-slim-bookworm -> Debian bookworm minbase with CPython 3\.13\.\d+ built from source/);
       }
       // Both rollouts of a group ran on one image.
       assert.equal(new Set(group.rollouts.map((r) => r.experiment?.environmentIdentity)).size, 1);
