@@ -156,7 +156,6 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
   const recipes = parsed.froms.map((f) => ({ from: f, recipe: baseForImage(f.image, `${task.dir}/${f.where}`, env) }));
   const needs = readVerifierNeeds(join(task.testsDir, 'test.sh'));
   const finalRecipe = recipes.at(-1)?.recipe;
-  const finalSuite = finalRecipe?.suite;
   /** The image's own Python: the CPython a python:* base was built with, else the Debian release's python3. */
   const imagePython = finalRecipe ? (finalRecipe.cpython?.minor ?? DEBIAN_SUITES[finalRecipe.suite].python) : undefined;
   const notes: string[] = [];
