@@ -289,6 +289,12 @@ export interface SandboxProvider {
    */
   stateDigest?(handle: SandboxHandle): Promise<SandboxStateDigest>;
   /**
+   * Releases what sandboxes removed without a teardown left on this host, which no record names any
+   * more (the local provider: loop devices of deleted layer files). Returns a line for each thing
+   * released. Optional: the reaper then only reaps by the records.
+   */
+  sweepStrays?(): Promise<string[]>;
+  /**
    * Releases what the provider keeps for later (the local provider's pool of ready sandboxes): called
    * once at worker shutdown, after the last activity. Optional: nothing to release.
    */

@@ -13,8 +13,8 @@ import type { SandboxProvider } from '../shared/sandbox.js';
 export async function reapAtStart(provider: SandboxProvider, ownerStatus: (workflowId: string, runId: string) => Promise<OwnerStatus>, logger: Logger): Promise<ReapReport | undefined> {
   try {
     const report = await reapSandboxes(provider, ownerStatus);
-    if (report.reaped.length > 0 || report.errors.length > 0) {
-      logger.info({ reaped: report.reaped, errors: report.errors, kept: report.kept.length }, 'reaped sandboxes an earlier run left on this host');
+    if (report.reaped.length > 0 || report.errors.length > 0 || report.strays.length > 0) {
+      logger.info({ reaped: report.reaped, strays: report.strays, errors: report.errors, kept: report.kept.length }, 'reaped sandboxes an earlier run left on this host');
     }
     return report;
   } catch (err) {

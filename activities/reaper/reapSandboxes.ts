@@ -25,6 +25,8 @@ export interface ReapReport {
   reaped: { id: string; reason: ReapReason; owner: SandboxRecord['owner']; processesKilled: number }[];
   kept: { id: string; owner: SandboxRecord['owner']; why: string }[];
   errors: { id: string; error: string }[];
+  /** What sandboxes removed without a teardown left behind, released in this pass (SandboxProvider.sweepStrays). */
+  strays: string[];
 }
 
 export interface ReapOptions {
@@ -67,7 +69,7 @@ async function decide(record: SandboxRecord, ownerStatus: OwnerStatusOf | null, 
 export async function reapSandboxes(provider: SandboxProvider, ownerStatus: OwnerStatusOf | null, options: ReapOptions = {}): Promise<ReapReport> {
   const now = options.now ?? Date.now();
   const grace = options.provisioningGraceMs ?? 5 * 60 * 1000;
-  const report: ReapReport = { examined: 0, dryRun: options.dryRun ?? false, reaped: [], kept: [], errors: [] };
+  const report: ReapReport = { examined: 0, dryRun: options.dryRun ?? false, reaped: [], kept: [], errors: [], strays: [] };
   for (const record of await provider.list()) {
     report.examined++;
     try {
@@ -80,6 +82,13 @@ export async function reapSandboxes(provider: SandboxProvider, ownerStatus: Owne
       report.reaped.push({ id: record.id, reason: decision.reap, owner: record.owner, processesKilled });
     } catch (err) {
       report.errors.push({ id: record.id, error: err instanceof Error ? err.message : String(err) });
+    }
+  }
+  if (!report.dryRun && provider.sweepStrays) {
+    try {
+      report.strays = await provider.sweepStrays();
+    } catch (err) {
+      report.errors.push({ id: 'strays', error: err instanceof Error ? err.message : String(err) });
     }
   }
   return report;

@@ -23,6 +23,7 @@ function print(report: ReapReport, offline: boolean): number {
   const verb = report.dryRun ? 'would remove' : 'removed';
   for (const r of report.reaped) process.stdout.write(`${verb} ${r.id} (${r.reason}; owner ${r.owner.workflowId} attempt ${r.owner.attempt})\n`);
   for (const k of report.kept) process.stdout.write(`kept ${k.id} (${k.why}; owner ${k.owner.workflowId})\n`);
+  for (const s of report.strays) process.stdout.write(`released ${s} (left by a sandbox removed without a teardown)\n`);
   for (const e of report.errors) process.stdout.write(`error ${e.id}: ${e.error}\n`);
   process.stdout.write(`${report.examined} sandboxes examined${offline ? ' offline' : ''}, ${report.reaped.length} ${verb}, ${report.kept.length} kept\n`);
   return report.errors.length === 0 ? 0 : 1;

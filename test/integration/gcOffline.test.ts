@@ -2,15 +2,17 @@
  * `rollout gc` with no Temporal server: a clear error naming the address and
  * the fix, and `--offline`, which reaps from the sandbox registry alone a
  * sandbox whose worker process is gone, never one a live process holds;
- * `--dry-run` shows the same decisions and removes nothing.
+ * `--dry-run` shows the same decisions and removes nothing. A layer's loop device
+ * whose sandbox directory was removed without a teardown is detached too.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { createDiskLayer } from '../../activities/sandbox/local/diskLayer.js';
 import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
 import { freePort } from '../../workers/temporalDevServer.js';
 import { countLeaks, leaksUnder } from '../faults/faultKit.js';
@@ -77,4 +79,21 @@ test('rollout gc without a server names the address and the fix; --offline reaps
     await provider.teardown(held);
   }
   await eventually(async () => leaksUnder(sandboxRoot, [orphan, held.id]), (l) => countLeaks(l) === 0, 'no process, mount, directory or cgroup of either sandbox left', 20_000);
+});
+
+test('rollout gc --offline detaches the loop device of a sandbox layer whose directory was removed without a teardown', { timeout: 60_000 }, async () => {
+  const stateDir = join(scratch, 'removed without teardown');
+  mkdirSync(stateDir, { recursive: true });
+  const device = await createDiskLayer(stateDir, 16);
+  const attachedTo = (): string => execFileSync('losetup', ['--list', '--noheadings', '--output', 'NAME,BACK-FILE'], { encoding: 'utf8' }).split('\n').find((l) => l.startsWith(`${device} `))?.slice(device.length + 1).trim() ?? '';
+  try {
+    rmSync(stateDir, { recursive: true, force: true });
+    assert.equal(attachedTo(), `${join(stateDir, 'rw.img')} (deleted)`, 'the device outlives the directory: nothing else would ever detach it');
+    const gc = await rollout(['gc', '--offline']);
+    assert.equal(gc.code, 0, gc.stdout + gc.stderr);
+    assert.match(gc.stdout, new RegExp(`^released loop device ${device} of the deleted layer ${join(stateDir, 'rw.img').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} \\(left by a sandbox removed without a teardown\\)$`, 'm'));
+    assert.equal(attachedTo(), '', 'the loop device is detached');
+  } finally {
+    spawnSync('losetup', ['--detach', device]);
+  }
 });

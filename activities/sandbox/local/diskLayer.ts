@@ -68,3 +68,46 @@ export async function releaseDiskLayer(stateDir: string): Promise<string[]> {
   if (left.length > 0) throw new ClassifiedError('infra', 'capability_missing', `the sandbox's writable layer ${image} is still attached to ${left.join(', ')} after losetup --detach. Fix: check what holds it (losetup --list) and detach it`);
   return devices;
 }
+
+/** A loop device and the file behind it, as `losetup --list` names them. */
+export interface AttachedLayer {
+  device: string;
+  backingFile: string;
+}
+
+/** `losetup --list --raw` escapes blanks and backslashes in a file name as \xNN. */
+function unescapeRaw(field: string): string {
+  return field.replace(/\\x([0-9a-fA-F]{2})/g, (_, hex: string) => String.fromCharCode(parseInt(hex, 16)));
+}
+
+/**
+ * Loop devices still attached to a layer file that was deleted: what a sandbox leaves when its state
+ * directory is removed without a teardown (a test's scratch removed after a timeout, `rm -rf` by hand).
+ * Nothing can open a deleted file again, so such a device serves no one but a sandbox already gone;
+ * the kernel marks the name " (deleted)".
+ */
+export function strayLayers(losetupList: string): AttachedLayer[] {
+  const strays: AttachedLayer[] = [];
+  for (const line of losetupList.split('\n')) {
+    const [device, file] = line.trim().split(/\s+/, 2);
+    if (device === undefined || file === undefined) continue;
+    const backingFile = unescapeRaw(file);
+    if (backingFile.endsWith(`/${DISK_LAYER_FILE} (deleted)`)) strays.push({ device, backingFile });
+  }
+  return strays;
+}
+
+/**
+ * Detaches the loop devices of deleted layer files (strayLayers). A device still mounted somewhere is
+ * detached once the last mount goes (the kernel's autoclear), so this never pulls a layer from under a
+ * live mount. Returns what it detached.
+ */
+export async function detachStrayLayers(): Promise<AttachedLayer[]> {
+  const list = await tool('losetup', ['--list', '--noheadings', '--raw', '--output', 'NAME,BACK-FILE']).catch(() => '');
+  const strays = strayLayers(list);
+  const detached: AttachedLayer[] = [];
+  for (const stray of strays) {
+    if (await tool('losetup', ['--detach', stray.device]).then(() => true, () => false)) detached.push(stray);
+  }
+  return detached;
+}

@@ -38,7 +38,7 @@ import {
   type TeardownReport,
 } from '../../../shared/sandbox.js';
 import { provisionBeside } from './besideSandbox.js';
-import { writableLayerSetting, type WritableLayer } from './diskLayer.js';
+import { detachStrayLayers, writableLayerSetting, type WritableLayer } from './diskLayer.js';
 import { runInSandbox, type RunOptions, type RunResult } from './exec.js';
 import { chooseHelper } from './execHelper/execHelper.js';
 import { checkHostCapabilities, DEFAULT_HOST_PROGRAMS, type HostPrograms } from './hostCapabilities.js';
@@ -335,6 +335,10 @@ export class LocalSandboxProvider implements SandboxProvider {
       });
     }
     return out;
+  }
+
+  async sweepStrays(): Promise<string[]> {
+    return (await detachStrayLayers()).map((s) => `loop device ${s.device} of the deleted layer ${s.backingFile.replace(/ \(deleted\)$/, '')}`);
   }
 
   async teardown(handleOrId: SandboxHandle | string): Promise<TeardownReport> {
