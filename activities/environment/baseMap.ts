@@ -23,6 +23,7 @@ import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 import { ClassifiedError } from '../../shared/failures.js';
 import { cpythonRelease, type CpythonRelease } from './cpythonSource.js';
+import { ubuntuToolchainHook } from './ubuntuToolchain.js';
 
 export const DEBIAN_SUITES = { bookworm: { version: '12', python: '3.11' }, trixie: { version: '13', python: '3.13' } } as const;
 export type DebianSuite = keyof typeof DEBIAN_SUITES;
@@ -66,16 +67,30 @@ const BUILDPACK_DEPS_PACKAGES = [
   'libtool', 'libwebp-dev', 'libxml2-dev', 'libxslt1-dev', 'libyaml-dev', 'make', 'patch', 'unzip', 'xz-utils', 'zlib1g-dev',
 ];
 
+/**
+ * A rule of ROLLOUT_BASE_MAP: either a Debian release and packages for the images it matches, or
+ * `as`, another image name the built-in rules make (`$1` takes a group of `match`): a mutable tag
+ * pinned as it was when a task set was made (`python:3.13-slim-bookworm` as `python:3.13.9-slim-bookworm`).
+ */
 const UserRuleSchema = z.array(
-  z
-    .object({
-      match: z.string().min(1),
-      suite: z.enum(['bookworm', 'trixie']),
-      packages: z.array(z.string().regex(/^[a-z0-9][a-z0-9+.-]*$/)).default([]),
-      env: z.array(z.string().includes('=')).default([]),
-      note: z.string().optional(),
-    })
-    .strict(),
+  z.union([
+    z
+      .object({
+        match: z.string().min(1),
+        as: z.string().min(1),
+        note: z.string().optional(),
+      })
+      .strict(),
+    z
+      .object({
+        match: z.string().min(1),
+        suite: z.enum(['bookworm', 'trixie']),
+        packages: z.array(z.string().regex(/^[a-z0-9][a-z0-9+.-]*$/)).default([]),
+        env: z.array(z.string().includes('=')).default([]),
+        note: z.string().optional(),
+      })
+      .strict(),
+  ]),
 );
 
 function builtIn(image: string, from: string): BaseRecipe | undefined {
@@ -103,8 +118,11 @@ function builtIn(image: string, from: string): BaseRecipe | undefined {
   }
   const ubuntu = /^ubuntu:(24\.04|noble|22\.04|jammy)$/.exec(image);
   if (ubuntu) {
-    const suite: DebianSuite = ubuntu[1] === '24.04' || ubuntu[1] === 'noble' ? 'trixie' : 'bookworm';
-    return { suite, packages: ['ca-certificates'], customize: [], env: [PATH_WITH_LOCAL], substitute: `Debian ${suite} minbase in place of Ubuntu ${ubuntu[1]} (no Ubuntu mirror here; package names mostly agree)`, originalArchive: 'archive.ubuntu.com', aptSourcesFile: 'ubuntu.sources' };
+    const noble = ubuntu[1] === '24.04' || ubuntu[1] === 'noble';
+    const suite: DebianSuite = noble ? 'trixie' : 'bookworm';
+    // Ubuntu 24.04's compilers are GCC 13, trixie's 14 (ubuntuToolchain.ts); jammy's 11 has no bookworm counterpart to switch to.
+    const toolchain = noble ? { customize: [ubuntuToolchainHook(14, 13)], says: '; apt installs GCC 13 as gcc/g++/cpp/gfortran, as Ubuntu 24.04 does' } : { customize: [], says: '' };
+    return { suite, packages: ['ca-certificates'], customize: toolchain.customize, env: [PATH_WITH_LOCAL], substitute: `Debian ${suite} minbase in place of Ubuntu ${ubuntu[1]} (no Ubuntu mirror here; package names mostly agree${toolchain.says})`, originalArchive: 'archive.ubuntu.com', aptSourcesFile: 'ubuntu.sources' };
   }
   return undefined;
 }
@@ -121,7 +139,7 @@ function userRules(env: NodeJS.ProcessEnv): z.infer<typeof UserRuleSchema> {
   const parsed = UserRuleSchema.safeParse(raw);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new ClassifiedError('infra', 'capability_missing', `ROLLOUT_BASE_MAP=${file}: [${issue?.path.join('.')}] ${issue?.message}. Fix: each rule is {"match": regex, "suite": "bookworm"|"trixie", "packages": [...], "env": ["K=V"], "note": "..."}`);
+    throw new ClassifiedError('infra', 'capability_missing', `ROLLOUT_BASE_MAP=${file}: [${issue?.path.join('.')}] ${issue?.message}. Fix: each rule is {"match": regex, "suite": "bookworm"|"trixie", "packages": [...], "env": ["K=V"], "note": "..."} or {"match": regex, "as": "python:3.13.9-slim-bookworm", "note": "..."}`);
   }
   return parsed.data;
 }
@@ -137,9 +155,15 @@ export function normalizeImage(image: string): string {
 export function baseForImage(image: string, line: string, env: NodeJS.ProcessEnv = process.env): BaseRecipe {
   const name = normalizeImage(image);
   for (const rule of userRules(env)) {
-    if (new RegExp(rule.match).test(name)) {
-      return { suite: rule.suite, packages: rule.packages, customize: [], env: rule.env.length > 0 ? rule.env : [PATH_WITH_LOCAL], substitute: rule.note ?? `Debian ${rule.suite} minbase (ROLLOUT_BASE_MAP rule ${rule.match})` };
+    const pattern = new RegExp(rule.match);
+    if (!pattern.test(name)) continue;
+    if ('as' in rule) {
+      const instead = name.replace(pattern, rule.as);
+      const recipe = builtIn(instead, line);
+      if (!recipe) throw new ClassifiedError('infra', 'capability_missing', `ROLLOUT_BASE_MAP rule ${rule.match}: ${image} as ${instead}, which no built-in rule makes. Fix: name a python:3.X[.Y][-slim][-bookworm|-trixie], debian:12/13[-slim] or ubuntu:24.04 image in "as"`);
+      return { ...recipe, substitute: `as ${instead} (ROLLOUT_BASE_MAP rule ${rule.match}${rule.note ? `: ${rule.note}` : ''}): ${recipe.substitute}` };
     }
+    return { suite: rule.suite, packages: rule.packages, customize: [], env: rule.env.length > 0 ? rule.env : [PATH_WITH_LOCAL], substitute: rule.note ?? `Debian ${rule.suite} minbase (ROLLOUT_BASE_MAP rule ${rule.match})` };
   }
   const recipe = builtIn(name, line);
   if (recipe) return recipe;

@@ -188,6 +188,30 @@ print(' '.join(sorted(os.listdir('/'))))`;
       );
     });
 
+    test("an ubuntu:24.04 base compiles as Ubuntu's GCC 13 does: C that GCC 14 rejects builds in the Dockerfile and in the tests", async () => {
+      const ubuntuTask = loadTask(join(root, 'test/fixtures/ubuntu-toolchain-task'));
+      // The build itself is the first check: its gcc step fails on trixie's default GCC 14.
+      const built = (await ensureTaskImage(ubuntuTask, { log: (line) => process.stderr.write(`${line}\n`) })).image;
+      assert.match(imageIdentity(built), /FROM ubuntu:24\.04 -> Debian trixie minbase in place of Ubuntu 24\.04 \(.*apt installs GCC 13 as gcc\/g\+\+\/cpp\/gfortran, as Ubuntu 24\.04 does\)/);
+      const { handle } = await provider.provision(sandboxSpecForTask(ubuntuTask, { workflowId: 'ubuntu-toolchain', runId: '', attempt: 0 }, {}, false, built));
+      try {
+        const r = await provider.exec(handle, "cat /app/gcc-version.txt; for c in cc g++ cpp; do $c -dumpversion; done; /app/legacy; dpkg-query -W -f '${Version}\\n' gcc");
+        assert.equal(r.exitCode, 0, r.stderr);
+        assert.match(r.stdout, /^13\n13\n13\n13\nlegacy 42\n4:14\.2\.0-1\+rollout\.gcc13\n$/, 'gcc, cc, g++ and cpp are 13; the package says it was rebuilt');
+      } finally {
+        await provider.teardown(handle);
+      }
+      const report = await checkTask(ubuntuTask, provider);
+      assert.deepEqual(
+        report.cases.map((c) => [c.name, c.reward, c.error]),
+        [
+          ['untouched start', 0, undefined],
+          ['reference solution', 1, undefined],
+        ],
+        "the tests' own cc compiled the file too",
+      );
+    });
+
     test('COPY --from a tool image of a registry (ghcr.io/astral-sh/uv): made from its PyPI wheel, its files where the original has them, named in the identity', async () => {
       const toolTask = loadTask(join(root, 'test/fixtures/tool-image-task'));
       const built = (await ensureTaskImage(toolTask, { log: (line) => process.stderr.write(`${line}\n`) })).image;

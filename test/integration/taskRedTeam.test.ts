@@ -77,6 +77,8 @@ describe('rollout task check: the verifier red team', { timeout: 600_000 }, () =
     assert.match(result.stdout, /note \(budget 60 s each\)/);
     assert.match(result.stdout, /output-empty:\/app\/answer\.txt +inconclusive +- +inconclusive: the verifier ran past 60 s, this exploit's budget \(3x the slowest honest verification, at least 60 s; the task allows 300 s\)/);
     assert.match(result.stdout, /workspace-emptied +inconclusive/);
+    // A pipe blocks its reader for good: it is cut by its own 10 s, and the note says so (not the task's timeout).
+    assert.match(result.stdout, /output-pipe:\/app\/answer\.txt +resists +- +no reward \(the verifier was still running after 10 s, this exploit's own limit: a reader of a pipe nobody writes waits for good; the task allows 300 s;/);
     const table = result.stdout.slice(result.stdout.indexOf('\ntask '));
     assert.match(table, /^task +start +oracle +red team +network +build s +check s +check$/m);
     assert.match(table, /^slow-on-missing-answer +ok +ok +\d+\/\d+ resist, [23] inconclusive +none +- +\d+ +PASS$/m);

@@ -5,9 +5,13 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { test } from 'node:test';
 import { baseForImage } from '../../activities/environment/baseMap.js';
 import { CPYTHON_RELEASES, cpythonBuildScript } from '../../activities/environment/cpythonSource.js';
+import { ubuntuToolchainScript } from '../../activities/environment/ubuntuToolchain.js';
 import { ClassifiedError } from '../../shared/failures.js';
 
 test('python:3.X-slim-<release> is that release with CPython 3.X from source, whether or not the release ships it', () => {
@@ -56,6 +60,20 @@ test('debian and ubuntu bases carry no CPython build', () => {
   assert.equal(baseForImage('ubuntu:24.04', 'Dockerfile:1').cpython, undefined);
 });
 
+test("ubuntu:24.04's stand-in makes GCC 13 the compiler apt installs, as Ubuntu's gcc-defaults do; jammy's keeps bookworm's", () => {
+  const noble = baseForImage('ubuntu:24.04', 'Dockerfile:1');
+  assert.equal(noble.suite, 'trixie');
+  assert.equal(noble.customize.length, 1);
+  assert.match(noble.substitute, /apt installs GCC 13 as gcc\/g\+\+\/cpp\/gfortran/);
+  const script = ubuntuToolchainScript(14, 13);
+  assert.match(script, /apt-get download -qq \$packages/);
+  assert.match(script, /for p in cpp gcc g\+\+ gfortran; do packages="\$packages \$p \$p-\$triplet"; done/, 'each default with its triplet-named half');
+  assert.match(script, /Version: \$version\+rollout\.gcc13/, "a version above trixie's, so apt prefers it and build-essential's (>= 4:14.2) holds");
+  assert.match(script, /not the rebuilt \+rollout\.gcc13/, 'the base fails to build if apt would not pick the rebuilt gcc');
+  assert.deepEqual(baseForImage('ubuntu:noble', 'Dockerfile:1').customize, noble.customize);
+  assert.deepEqual(baseForImage('ubuntu:22.04', 'Dockerfile:1').customize, []);
+});
+
 test('the build keeps what the root had installed and purges only its own packages', () => {
   const script = cpythonBuildScript();
   assert.match(script, /manual="\$\(apt-mark showmanual\)"; auto="\$\(apt-mark showauto\)"/);
@@ -68,4 +86,26 @@ test('the build keeps what the root had installed and purges only its own packag
   const awk = /awk '(sub\(":\$", "", \$1\) \{ print \$1 \})'/.exec(script)?.[1];
   assert.ok(awk, 'the package names are read with awk');
   assert.equal(execFileSync('awk', [awk], { input: lines, encoding: 'utf8' }), 'libc6:amd64\nlibssl3t64:amd64\n');
+});
+
+test('a ROLLOUT_BASE_MAP rule pins a mutable tag as another image the built-in rules make, named in the identity', () => {
+  const dir = mkdtempSync(join(tmpdir(), 'base-map-'));
+  try {
+    const file = join(dir, 'rules.json');
+    writeFileSync(file, JSON.stringify([{ match: '^python:3\\.13(-slim)?-bookworm$', as: 'python:3.13.9$1-bookworm', note: "the tag at Terminal-Bench 2.0's release" }]));
+    const env = { ROLLOUT_BASE_MAP: file };
+    const pinned = baseForImage('python:3.13-slim-bookworm', 'Dockerfile:1', env);
+    assert.equal(pinned.cpython?.version, '3.13.9');
+    assert.deepEqual([pinned.suite, pinned.packages], ['bookworm', ['ca-certificates', 'netbase', 'tzdata']]);
+    assert.match(pinned.substitute, /^as python:3\.13\.9-slim-bookworm \(ROLLOUT_BASE_MAP rule \^python:.*: the tag at Terminal-Bench 2\.0's release\): Debian bookworm minbase with CPython 3\.13\.9 built from source/);
+    assert.equal(baseForImage('python:3.12-slim-bookworm', 'Dockerfile:1', env).cpython?.version, CPYTHON_RELEASES['3.12']?.version, 'other images keep the built-in rules');
+
+    writeFileSync(file, JSON.stringify([{ match: '^python:3\\.13-slim$', as: 'alpine:3.20' }]));
+    assert.throws(
+      () => baseForImage('python:3.13-slim', 'Dockerfile:1', env),
+      (err: unknown) => err instanceof ClassifiedError && /ROLLOUT_BASE_MAP rule .*: python:3\.13-slim as alpine:3\.20, which no built-in rule makes\. Fix:/.test(err.message),
+    );
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

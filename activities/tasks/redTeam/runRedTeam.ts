@@ -109,6 +109,8 @@ export async function runRedTeam(task: LoadedTask, provider: SandboxProvider, en
     const timeoutSec = Math.min(exploit.verifierTimeoutSec ?? task.verifierTimeoutSec, budgetSec);
     // Cut short by the budget, not by the exploit's own limit (a pipe's) nor by the task's timeout.
     const budgetCut = timeoutSec === budgetSec && budgetSec < (exploit.verifierTimeoutSec ?? task.verifierTimeoutSec);
+    // Cut short by the exploit's own limit (a pipe's), shorter than the task's timeout.
+    const ownCut = !budgetCut && exploit.verifierTimeoutSec !== undefined && timeoutSec === exploit.verifierTimeoutSec && timeoutSec < task.verifierTimeoutSec;
     const verifyTask: LoadedTask = timeoutSec === task.verifierTimeoutSec ? task : { ...task, verifierTimeoutSec: timeoutSec };
     try {
       // On the untouched start (it scores 0): a reward above 0 is the exploit's doing, never the solution's.
@@ -121,6 +123,9 @@ export async function runRedTeam(task: LoadedTask, provider: SandboxProvider, en
         } catch (err) {
           if (budgetCut && err instanceof ClassifiedError && err.type === 'verifier_timeout') {
             return { ...described(exploit), reward: undefined, exploitable: false, inconclusive: true, note: `inconclusive: the verifier ran past ${budgetSec} s, this exploit's budget (${EXPLOIT_BUDGET_WHY}; the task allows ${task.verifierTimeoutSec} s)`, notRun: false };
+          }
+          if (ownCut && err instanceof ClassifiedError && err.type === 'verifier_timeout') {
+            return { ...described(exploit), reward: undefined, exploitable: false, note: `no reward (the verifier was still running after ${timeoutSec} s, this exploit's own limit: ${exploit.verifierTimeoutWhy ?? 'it blocks the verifier'}; the task allows ${task.verifierTimeoutSec} s; a rollout scores it as a failed attempt)`, notRun: false };
           }
           if (err instanceof ClassifiedError && (err.type === 'verifier_timeout' || err.type === 'verifier_crashed')) {
             return { ...described(exploit), reward: undefined, exploitable: false, note: `no reward (${failureName(err)}; a rollout scores it as a failed attempt): ${err.message.slice(0, 200)}`, notRun: false };
