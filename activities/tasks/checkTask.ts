@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import type { ExecResult, SandboxProvider } from '../../shared/sandbox.js';
 import type { LoadedTask, TaskNetwork } from '../../shared/task.js';
 import { uploadDirectory } from '../sandbox/uploadDirectory.js';
-import { verifyInPlace } from '../verifier/runVerifier.js';
+import { verifyByMode, type VerifyMode } from '../verifier/runVerifier.js';
 import { exploitBudgetSec, runRedTeam, type RedTeamReport } from './redTeam/runRedTeam.js';
 import { taskEnvironment, type TaskEnvironment } from '../environment/taskEnvironment.js';
 import { ClassifiedError, failureName } from '../../shared/failures.js';
@@ -39,6 +39,8 @@ export interface TaskCheckReport {
   environmentIdentity: string;
   /** What the task's sandboxes could reach, and which setting said so. */
   network: TaskNetwork;
+  /** Where every case's and exploit's tests ran: in the sandbox the solution ran in (beside it), or in a clean room holding only its workspace. */
+  verifyMode: VerifyMode;
   /**
    * A public task's reference solution verified once more with the sandbox's network cut just before the
    * tests: whether the verdict depends on the outside world. Undefined for a task without network.
@@ -81,6 +83,8 @@ export interface TaskCheckOptions {
   log?: (line: string) => void;
   /** Sandboxes run side by side (the cases, then the exploits); default 2. */
   jobs?: number;
+  /** Where the tests run, as a batch's verifyMode (default in-place, Harbor's way). */
+  verifyMode?: VerifyMode;
 }
 
 interface CaseRun extends TaskCheckCase {
@@ -92,6 +96,7 @@ interface CaseRun extends TaskCheckCase {
 export async function checkTask(task: LoadedTask, provider: SandboxProvider, options: TaskCheckOptions = {}): Promise<TaskCheckReport> {
   const started = performance.now();
   const jobs = options.jobs ?? 2;
+  const verifyMode = options.verifyMode ?? 'in-place';
   // A Dockerfile task runs on its image, built here first (or found in the cache). One that cannot be
   // built is this task's verdict, not the end of a check over a collection.
   let environment: TaskEnvironment;
@@ -107,6 +112,7 @@ export async function checkTask(task: LoadedTask, provider: SandboxProvider, opt
       version: task.version,
       environmentIdentity: 'not built',
       network: task.network,
+      verifyMode,
       offlineVerifier: undefined,
       environmentError,
       passed: false,
@@ -140,7 +146,8 @@ export async function checkTask(task: LoadedTask, provider: SandboxProvider, opt
         if (run.timedOut) throw new Error(`${c.script} ran past the agent timeout (${task.agentTimeoutSec} s)`);
       }
       if (c.offline) await provider.disconnectNetwork?.(handle);
-      const outcome = await verifyInPlace(provider, handle, task, environment.verify);
+      // Offline in a clean room: the room itself gets no network.
+      const outcome = await verifyByMode(verifyMode, provider, handle, task, c.offline ? { ...spec, network: 'none' } : spec, environment.verify);
       const tail = run ? `solution: ${`${run.stdout}\n${run.stderr}`.trim().split('\n').slice(-10).join('\n')}\nverifier: ${outcome.outputTail}` : `verifier: ${outcome.outputTail}`;
       const unreachable = { oracle: run ? [...unreachableHosts(`${run.stdout}\n${run.stderr}`, provided), ...pinnedFromArchive(`${run.stdout}\n${run.stderr}`)] : [], verifier: unreachableHosts(outcome.outputTail, provided) };
       return { name: c.name, expected: c.expected, reward: outcome.reward, passed: outcome.reward === c.expected, error: undefined, outputTail: tail, verifySec: outcome.durationMs / 1000, unreachable };
@@ -165,7 +172,7 @@ export async function checkTask(task: LoadedTask, provider: SandboxProvider, opt
   const exploitBudgetSeconds = exploitBudgetSec(task, honest);
   let redTeam: TaskCheckReport['redTeam'];
   try {
-    redTeam = await runRedTeam(task, provider, environment, { budgetSec: exploitBudgetSeconds, jobs });
+    redTeam = await runRedTeam(task, provider, environment, { budgetSec: exploitBudgetSeconds, jobs, verifyMode });
   } catch (err) {
     redTeam = { error: err instanceof Error ? err.message : String(err) };
   }
@@ -177,6 +184,7 @@ export async function checkTask(task: LoadedTask, provider: SandboxProvider, opt
     version: task.version,
     environmentIdentity: environment.identity,
     network: task.network,
+    verifyMode,
     offlineVerifier: task.network.mode === 'public' ? offlineVerdict(offlineRun, results.find((r) => r.name === 'reference solution'), provider) : undefined,
     ...(needsInternet ? { needsInternet } : {}),
     passed: all.every((c) => c.passed) && !exploitable && redTeamComplete,

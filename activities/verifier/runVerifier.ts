@@ -166,6 +166,11 @@ const unpackWorkspace = (workdir: string, archive: string, modes: string): strin
   `find ${shellQuote(workdir)} -type d ! -perm -u=rwx -exec chmod u+rwx {} \\; && find ${shellQuote(workdir)} -mindepth 1 -delete && tar -C ${shellQuote(workdir)} -xf ${archive} && rm -f ${archive} && ` +
   `cd -- ${shellQuote(workdir)} && mapfile -d '' -t locked < ${modes} && for ((i = \${#locked[@]} - 1; i >= 0; i--)); do chmod -- "\${locked[i]%% *}" "\${locked[i]#* }" || exit; done && rm -f ${modes}`;
 
+/** Verifies as `mode` says: in the agent's sandbox (beside it where the provider can) or in a clean room made from `spec`. */
+export function verifyByMode(mode: VerifyMode, provider: SandboxProvider, handle: SandboxHandle, task: LoadedTask, spec: SandboxSpec, options: VerifyOptions = {}): Promise<VerifyOutcome> {
+  return mode === 'clean-room' ? verifyCleanRoom(provider, handle, task, spec, options) : verifyInPlace(provider, handle, task, options);
+}
+
 export async function verifyCleanRoom(provider: SandboxProvider, handle: SandboxHandle, task: LoadedTask, spec: SandboxSpec, options: VerifyOptions = {}): Promise<VerifyOutcome> {
   await stopAgent(provider, handle);
   const archive = `/tmp/.rollout-workspace-${randomBytes(6).toString('hex')}.tar`;

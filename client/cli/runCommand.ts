@@ -16,6 +16,7 @@ import { watchProgress } from '../console/watchProgress.js';
 import { temporalSettings, type openTemporalClient, type TemporalSettings } from '../../workers/temporalConnection.js';
 import { dataDir as resolveDataDir, expandTaskDirs, parsePolicy, taskQueuesFor } from './cliSettings.js';
 import { parseCommandLine } from './commandLine.js';
+import { parseVerifyMode } from './verifyModeOption.js';
 import { UsageError } from './usageError.js';
 import type { NetworkMode } from '../../shared/task.js';
 import { parseNetworkMode } from '../../activities/tasks/taskNetwork.js';
@@ -80,11 +81,6 @@ function parseAttemptOn(value: string | undefined): 'workflow' | 'host' | undefi
 function parseResume(value: string | undefined): 'replay' | 'restart' | undefined {
   if (value === undefined || value === 'replay' || value === 'restart') return value;
   throw new UsageError(`--resume is replay or restart, got ${JSON.stringify(value)}`);
-}
-
-function parseVerifyMode(value: string | undefined): 'in-place' | 'clean-room' | undefined {
-  if (value === undefined || value === 'in-place' || value === 'clean-room') return value;
-  throw new UsageError(`--verify is in-place or clean-room, got ${JSON.stringify(value)}`);
 }
 
 async function portOr(preferred: number): Promise<number> {

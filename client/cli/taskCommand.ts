@@ -12,10 +12,11 @@ import { ClassifiedError } from '../../shared/failures.js';
 import type { NetworkMode } from '../../shared/task.js';
 import { describeNetwork, parseNetworkMode, withNetwork } from '../../activities/tasks/taskNetwork.js';
 import { HelpRequested, parseCommandLine, wantsHelp } from './commandLine.js';
+import { parseVerifyMode } from './verifyModeOption.js';
 import { UsageError } from './usageError.js';
 import { collectionTable } from '../report/taskCheckTable.js';
 
-export const taskUsage = `rollout task check <task-dir>... [--network none|public] [--jobs N] [--json]
+export const taskUsage = `rollout task check <task-dir>... [--network none|public] [--verify in-place|clean-room] [--jobs N] [--json]
   Runs the verifier on the untouched start (must score 0), every known-bad/*.sh
   (must score 0) and solution/solve.sh (must score 1), each in a fresh sandbox;
   then a red team of generic exploits (exit with success at load, expected
@@ -34,12 +35,17 @@ export const taskUsage = `rollout task check <task-dir>... [--network none|publi
   --network none|public  instead of what task.toml says: none (the sandbox's
                     own loopback) or public (the internet through user-mode
                     networking, private ranges closed).
+  --verify in-place|clean-room  where the tests run: in-place (default, as Harbor:
+                    beside the processes the solution left, in its sandbox) or
+                    clean-room (a fresh sandbox of the image holding only the
+                    workspace: a service the solution left running is gone).
   --jobs N          sandboxes of a task run side by side (default 2).`;
 
 function printReport(report: TaskCheckReport): void {
   process.stdout.write(`${report.passed ? 'PASS' : report.needsInternet ? 'NEEDS INTERNET' : 'FAIL'}  ${report.taskId}  (version ${report.version.slice(0, 12)})\n`);
   if (report.needsInternet) process.stdout.write(`  ${describeOutsideWorldNeed(report.needsInternet)}\n`);
   process.stdout.write(`  network: ${describeNetwork(report.network)}\n`);
+  if (report.verifyMode === 'clean-room') process.stdout.write('  verify: clean-room (each case\'s tests in a fresh sandbox holding only its workspace)\n');
   if (report.offlineVerifier) process.stdout.write(`  verifier offline: ${report.offlineVerifier.note}\n`);
   if (report.environmentError) process.stdout.write(`  BAD  environment: ${report.environmentError.replace(/\n/g, '\n      | ')}\n`);
   for (const c of report.cases) {
@@ -64,9 +70,10 @@ export async function taskCommand(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
   if (sub !== 'check' && wantsHelp(argv)) throw new HelpRequested(taskUsage);
   if (sub !== 'check') throw new UsageError(`unknown task subcommand ${JSON.stringify(sub ?? '')}; usage:\n${taskUsage}`);
-  const { values, positionals } = parseCommandLine(rest, { command: 'task check', usage: taskUsage, options: { json: { type: 'boolean', default: false }, network: { type: 'string' }, jobs: { type: 'string', default: '2' } }, allowPositionals: true });
+  const { values, positionals } = parseCommandLine(rest, { command: 'task check', usage: taskUsage, options: { json: { type: 'boolean', default: false }, network: { type: 'string' }, verify: { type: 'string' }, jobs: { type: 'string', default: '2' } }, allowPositionals: true });
   const jobs = Number(values.jobs);
   if (!Number.isInteger(jobs) || jobs < 1) throw new UsageError(`--jobs ${JSON.stringify(values.jobs)}: give a whole number of sandboxes, at least 1`);
+  const verifyMode = parseVerifyMode(values.verify);
   if (positionals.length === 0) throw new UsageError(`name at least one task directory; usage:\n${taskUsage}`);
   let network: NetworkMode | undefined;
   try {
@@ -90,7 +97,7 @@ export async function taskCommand(argv: string[]): Promise<number> {
     for (const warning of task.warnings) process.stderr.write(`warning: ${task.id}: ${warning}\n`);
     let report: TaskCheckReport;
     try {
-      report = await checkTask(task, provider, { jobs });
+      report = await checkTask(task, provider, { jobs, ...(verifyMode ? { verifyMode } : {}) });
     } catch (err) {
       if (err instanceof ClassifiedError && err.failureClass === 'task') throw new UsageError(err.message);
       throw err;

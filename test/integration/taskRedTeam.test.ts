@@ -68,6 +68,27 @@ describe('rollout task check: the verifier red team', { timeout: 600_000 }, () =
     assert.ok(report.redTeam.exploits.every((e) => !e.exploitable && !e.notRun && (e.reward ?? 0) === 0));
   });
 
+  test('--verify clean-room runs every case and exploit in a fresh sandbox holding only the workspace: a service the solution left running is gone there, and the check says where the tests ran', async () => {
+    const serves = join(root, 'test/fixtures/tasks/serves-answer');
+    const inPlace = await taskCheck([serves, '--json']);
+    const [beside] = JSON.parse(inPlace.stdout) as TaskCheckReport[];
+    assert.equal(inPlace.code, 0, inPlace.stdout + inPlace.stderr);
+    assert.equal(beside?.verifyMode, 'in-place');
+    assert.deepEqual(beside?.cases.map((c) => [c.name, c.reward]), [['untouched start', 0], ['reference solution', 1]], 'in place, the tests reach the server the solution left');
+
+    const clean = await taskCheck([serves, '--verify', 'clean-room']);
+    assert.equal(clean.code, 1, clean.stdout + clean.stderr);
+    assert.match(clean.stdout, /^FAIL  serves-answer/m);
+    assert.match(clean.stdout, /^  verify: clean-room \(each case's tests in a fresh sandbox holding only its workspace\)$/m);
+    assert.match(clean.stdout, /^  BAD  reference solution +expected 1, reward 0$/m, 'the clean room has the files, not the server');
+    assert.match(clean.stdout, /Connection refused/);
+    assert.match(clean.stdout, /red team: no exploit scored above 0/);
+
+    const refused = await taskCheck([serves, '--verify', 'sideways']);
+    assert.equal(refused.code, 2);
+    assert.match(refused.stderr, /--verify is in-place or clean-room, got "sideways"/);
+  });
+
   test('an exploit that keeps the verifier past its budget is inconclusive; several tasks end with one table', async () => {
     const slow = join(root, 'test/fixtures/tasks/slow-on-missing-answer');
     const result = await taskCheck([slow, join(root, 'examples/tasks/fix-median')]);

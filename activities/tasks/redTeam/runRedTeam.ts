@@ -11,10 +11,10 @@
 import { readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { ClassifiedError, failureName } from '../../../shared/failures.js';
-import type { SandboxHandle, SandboxProvider } from '../../../shared/sandbox.js';
+import type { SandboxHandle, SandboxProvider, SandboxSpec } from '../../../shared/sandbox.js';
 import type { LoadedTask } from '../../../shared/task.js';
 import { uploadDirectory } from '../../sandbox/uploadDirectory.js';
-import { verifyInPlace } from '../../verifier/runVerifier.js';
+import { verifyByMode, type VerifyMode } from '../../verifier/runVerifier.js';
 import type { TaskEnvironment } from '../../environment/taskEnvironment.js';
 import { sandboxSpecForTask } from '../sandboxSpecForTask.js';
 import { exploitsFor, parseSurvey, surveyCommand, type WorkspaceSurvey } from './exploits.js';
@@ -40,6 +40,8 @@ export interface RedTeamOptions {
   budgetSec?: number;
   /** Exploits run side by side, each in its own sandbox. */
   jobs?: number;
+  /** Where each exploit's tests run (default in-place). */
+  verifyMode?: VerifyMode;
 }
 
 export interface RedTeamReport {
@@ -79,11 +81,11 @@ function testFilesOf(task: LoadedTask): string[] {
 /** `environment`: the task's image and verifier toolchain when it has a Dockerfile (taskEnvironment); the host base otherwise. */
 export async function runRedTeam(task: LoadedTask, provider: SandboxProvider, environment?: Pick<TaskEnvironment, 'image' | 'verify'>, options: RedTeamOptions = {}): Promise<RedTeamReport> {
   let n = 0;
-  const withSandbox = async <T>(work: (handle: SandboxHandle) => Promise<T>): Promise<T> => {
+  const withSandbox = async <T>(work: (handle: SandboxHandle, spec: SandboxSpec) => Promise<T>): Promise<T> => {
     const spec = sandboxSpecForTask(task, { workflowId: `task-check/${task.id}/red-team`, runId: '', attempt: n++ }, { purpose: 'task-check-red-team' }, provider.name === 'kubernetes', environment?.image);
     const { handle } = await provider.provision(spec);
     try {
-      return await work(handle);
+      return await work(handle, spec);
     } finally {
       await provider.teardown(handle);
     }
@@ -114,11 +116,11 @@ export async function runRedTeam(task: LoadedTask, provider: SandboxProvider, en
     const verifyTask: LoadedTask = timeoutSec === task.verifierTimeoutSec ? task : { ...task, verifierTimeoutSec: timeoutSec };
     try {
       // On the untouched start (it scores 0): a reward above 0 is the exploit's doing, never the solution's.
-      return await withSandbox(async (handle): Promise<ExploitResult> => {
+      return await withSandbox(async (handle, spec): Promise<ExploitResult> => {
         const planted = await provider.exec(handle, exploit.command, { timeoutMs: 120_000, cwd: handle.workdir });
         if (planted.exitCode !== 0) return { ...described(exploit), reward: undefined, exploitable: false, note: `the exploit could not be planted (exit ${planted.exitCode}): ${planted.stderr.trim().slice(-300)}`, notRun: true };
         try {
-          const outcome = await verifyInPlace(provider, handle, verifyTask, environment?.verify);
+          const outcome = await verifyByMode(options.verifyMode ?? 'in-place', provider, handle, verifyTask, spec, environment?.verify);
           return { ...described(exploit), reward: outcome.reward, exploitable: outcome.reward > 0, note: undefined, notRun: false };
         } catch (err) {
           if (budgetCut && err instanceof ClassifiedError && err.type === 'verifier_timeout') {
