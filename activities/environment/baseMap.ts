@@ -70,7 +70,7 @@ const BUILDPACK_DEPS_PACKAGES = [
 /**
  * A rule of ROLLOUT_BASE_MAP: either a Debian release and packages for the images it matches, or
  * `as`, another image name the built-in rules make (`$1` takes a group of `match`): a mutable tag
- * pinned as it was when a task set was made (`python:3.13-slim-bookworm` as `python:3.13.9-slim-bookworm`).
+ * pinned as it was when a task set was made (`python:3.13-slim-bookworm` as `python:3.13.13-slim-bookworm`).
  */
 const UserRuleSchema = z.array(
   z.union([
@@ -139,7 +139,7 @@ function userRules(env: NodeJS.ProcessEnv): z.infer<typeof UserRuleSchema> {
   const parsed = UserRuleSchema.safeParse(raw);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new ClassifiedError('infra', 'capability_missing', `ROLLOUT_BASE_MAP=${file}: [${issue?.path.join('.')}] ${issue?.message}. Fix: each rule is {"match": regex, "suite": "bookworm"|"trixie", "packages": [...], "env": ["K=V"], "note": "..."} or {"match": regex, "as": "python:3.13.9-slim-bookworm", "note": "..."}`);
+    throw new ClassifiedError('infra', 'capability_missing', `ROLLOUT_BASE_MAP=${file}: [${issue?.path.join('.')}] ${issue?.message}. Fix: each rule is {"match": regex, "suite": "bookworm"|"trixie", "packages": [...], "env": ["K=V"], "note": "..."} or {"match": regex, "as": "python:3.13.13-slim-bookworm", "note": "..."}`);
   }
   return parsed.data;
 }

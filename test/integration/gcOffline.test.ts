@@ -81,19 +81,27 @@ test('rollout gc without a server names the address and the fix; --offline reaps
   await eventually(async () => leaksUnder(sandboxRoot, [orphan, held.id]), (l) => countLeaks(l) === 0, 'no process, mount, directory or cgroup of either sandbox left', 20_000);
 });
 
-test('rollout gc --offline detaches the loop device of a sandbox layer whose directory was removed without a teardown', { timeout: 60_000 }, async () => {
-  const stateDir = join(scratch, 'removed without teardown');
+test("rollout gc --offline detaches the loop device of a sandbox layer whose directory was removed without a teardown, and no other program's", { timeout: 60_000 }, async () => {
+  // A sandbox's state directory is named by its id; a blank in the path checks losetup's escaping.
+  const stateDir = join(scratch, 'sbx-removed without teardown');
+  const otherDir = join(scratch, 'another-program');
   mkdirSync(stateDir, { recursive: true });
+  mkdirSync(otherDir, { recursive: true });
   const device = await createDiskLayer(stateDir, 16);
-  const attachedTo = (): string => execFileSync('losetup', ['--list', '--noheadings', '--output', 'NAME,BACK-FILE'], { encoding: 'utf8' }).split('\n').find((l) => l.startsWith(`${device} `))?.slice(device.length + 1).trim() ?? '';
+  const other = await createDiskLayer(otherDir, 16);
+  const attachedTo = (dev: string): string => execFileSync('losetup', ['--list', '--noheadings', '--output', 'NAME,BACK-FILE'], { encoding: 'utf8' }).split('\n').find((l) => l.startsWith(`${dev} `))?.slice(dev.length + 1).trim() ?? '';
   try {
     rmSync(stateDir, { recursive: true, force: true });
-    assert.equal(attachedTo(), `${join(stateDir, 'rw.img')} (deleted)`, 'the device outlives the directory: nothing else would ever detach it');
+    rmSync(otherDir, { recursive: true, force: true });
+    assert.equal(attachedTo(device), `${join(stateDir, 'rw.img')} (deleted)`, 'the device outlives the directory: nothing else would ever detach it');
     const gc = await rollout(['gc', '--offline']);
     assert.equal(gc.code, 0, gc.stdout + gc.stderr);
     assert.match(gc.stdout, new RegExp(`^released loop device ${device} of the deleted layer ${join(stateDir, 'rw.img').replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} \\(left by a sandbox removed without a teardown\\)$`, 'm'));
-    assert.equal(attachedTo(), '', 'the loop device is detached');
+    assert.equal(attachedTo(device), '', 'the loop device is detached');
+    assert.equal(attachedTo(other), `${join(otherDir, 'rw.img')} (deleted)`, 'a deleted rw.img outside a sandbox directory is not ours: left attached');
+    assert.doesNotMatch(gc.stdout, new RegExp(`released loop device ${other} `));
   } finally {
     spawnSync('losetup', ['--detach', device]);
+    spawnSync('losetup', ['--detach', other]);
   }
 });

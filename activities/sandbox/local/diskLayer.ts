@@ -81,18 +81,21 @@ function unescapeRaw(field: string): string {
 }
 
 /**
- * Loop devices still attached to a layer file that was deleted: what a sandbox leaves when its state
+ * Loop devices still attached to a sandbox's layer file (`sbx-<id>/rw.img`) that was deleted: what a sandbox leaves when its state
  * directory is removed without a teardown (a test's scratch removed after a timeout, `rm -rf` by hand).
  * Nothing can open a deleted file again, so such a device serves no one but a sandbox already gone;
  * the kernel marks the name " (deleted)".
  */
+const STRAY_LAYER = new RegExp(`/sbx-[^/]+/${DISK_LAYER_FILE.replace('.', '\\.')} \\(deleted\\)$`);
+
 export function strayLayers(losetupList: string): AttachedLayer[] {
   const strays: AttachedLayer[] = [];
   for (const line of losetupList.split('\n')) {
     const [device, file] = line.trim().split(/\s+/, 2);
     if (device === undefined || file === undefined) continue;
     const backingFile = unescapeRaw(file);
-    if (backingFile.endsWith(`/${DISK_LAYER_FILE} (deleted)`)) strays.push({ device, backingFile });
+    // Only a sandbox's own layer (a state directory named by its sandbox id): another program's loop devices are not ours to touch.
+    if (STRAY_LAYER.test(backingFile)) strays.push({ device, backingFile });
   }
   return strays;
 }
