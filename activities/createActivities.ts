@@ -12,6 +12,8 @@ import { ApplicationFailure } from '@temporalio/common';
 import { ClassifiedError, failureName } from '../shared/failures.js';
 import { hostTaskQueue } from '../shared/names.js';
 import type { ExperimentRecord, ResolvedGroupInput, ResolvedPolicyConfig } from '../shared/pipeline.js';
+import { policyLabel } from '../shared/policyLabel.js';
+import { runHarness, type HarnessRunInput, type HarnessRunOutput } from './harness/runHarness.js';
 import { withNetwork } from './tasks/taskNetwork.js';
 import type { EnforcedLimits, SandboxHandle, SandboxProvider, SandboxStateDigest, TeardownReport } from '../shared/sandbox.js';
 import type { LoadedTask, TaskRef, TaskRequest } from '../shared/task.js';
@@ -209,7 +211,12 @@ export function createActivities(deps: ActivityDeps) {
   };
   const policyClient =
     deps.policyClient ??
-    ((config: ResolvedPolicyConfig): PolicyClient => (config.kind === 'scripted' ? new ScriptedPolicy(config.script) : config.tokens.mode === 'pipeline' ? new TokenLevelPolicy(config) : new OpenAIPolicy(config)));
+    ((config: ResolvedPolicyConfig): PolicyClient => {
+      if (config.kind === 'scripted') return new ScriptedPolicy(config.script);
+      // A harness's calls go to its inference server through the capture endpoint (activities/harness/), which asks this same client.
+      const inference = config.kind === 'harness' ? config.inference : config;
+      return inference.tokens.mode === 'pipeline' ? new TokenLevelPolicy(inference) : new OpenAIPolicy(inference);
+    });
 
   /** What the workflow needs of a recorded policy turn. */
   const stepOutput = (record: PolicyTurnRecord, tokens: TurnTokenStatus, reused: boolean): PolicyStepOutput => {
@@ -222,7 +229,7 @@ export function createActivities(deps: ActivityDeps) {
     const stepStartedAt = Date.now();
     const task = loadSubmittedTask(tasks, input.task);
     const messages = await loadConversation(deps.store, input.trajectoryRef, input.attempt, input.turn);
-    const model = input.policy.kind === 'scripted' ? `scripted:${input.policy.script}` : input.policy.model;
+    const model = policyLabel(input.policy);
     const log = activityLog(deps.logger, input);
     const previous = input.turn > 0 ? await deps.store.get<PolicyTurnRecord>(input.trajectoryRef, policyName(input.attempt, input.turn - 1)) : undefined;
     const previousTokens = previous ? turnTokensOf(previous) : undefined;
@@ -454,6 +461,20 @@ export function createActivities(deps: ActivityDeps) {
     policyStep: (input: PolicyStepInput): Promise<PolicyStepOutput> => withHeartbeats((signal) => inFlight.run(`${input.trajectoryRef}/${policyName(input.attempt, input.turn)}`, () => policyStepWork(input, signal))),
 
     runTool: (input: ToolStepInput): Promise<ToolStepOutput> => runOneTool(input),
+
+    /**
+     * The harness policy's agent stage: a published harness runs on this host against a capture endpoint
+     * for the attempt; its model calls are recorded as turns, its commands as tool calls (activities/harness/).
+     */
+    runHarness: async (input: HarnessRunInput): Promise<HarnessRunOutput> => {
+      const task = taskOfGroup(tasks, input.group);
+      try {
+        return await runHarness({ provider: deps.provider, store: deps.store, logger: deps.logger, host: deps.host, client: policyClient(input.group.policy), task }, input);
+      } catch (err) {
+        await recordAttribution(input.trajectoryRef, input.attempt, 'harness', err);
+        throw err;
+      }
+    },
 
     /**
      * The tool calls one policy turn asked for, in their order, as one activity (one hand-off instead

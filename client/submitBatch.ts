@@ -9,7 +9,7 @@ import { Connection, WorkflowExecutionAlreadyStartedError, type Client, type Wor
 import { TypedSearchAttributes, WorkflowIdReusePolicy } from '@temporalio/common';
 import { loadTask } from '../activities/tasks/loadTask.js';
 import { groupWorkflowId } from '../shared/names.js';
-import { branchingProblem, GroupInputSchema, type GroupInput, type GroupResult, type ResolvedGroupInput } from '../shared/pipeline.js';
+import { branchingProblem, harnessProblem, GroupInputSchema, type GroupInput, type GroupResult, type ResolvedGroupInput } from '../shared/pipeline.js';
 import { ROLLOUT_BATCH, ROLLOUT_TASK_ID, ROLLOUT_TASK_VERSION } from '../shared/searchAttributes.js';
 import { ClassifiedError } from '../shared/failures.js';
 import type { rolloutGroup } from '../workflows/rolloutGroup.js';
@@ -50,7 +50,7 @@ export interface SubmitOptions {
 }
 
 function policyLabel(input: ResolvedGroupInput): string {
-  return input.policy.kind === 'scripted' ? `scripted:${input.policy.script}` : `${input.policy.model} @ ${input.policy.baseUrl}`;
+  return input.policy.kind === 'scripted' ? `scripted:${input.policy.script}` : input.policy.kind === 'harness' ? `${input.policy.harness} on ${input.policy.inference.model} @ ${input.policy.inference.baseUrl}` : `${input.policy.model} @ ${input.policy.baseUrl}`;
 }
 
 function groupSummary(input: ResolvedGroupInput): string {
@@ -103,7 +103,7 @@ export function resolveBatch(options: SubmitBatchOptions): ResolvedGroupInput[] 
     if (!parsed.success) {
       throw new BatchInputError(parsed.error.issues.map((i) => `${i.path.join('.') || 'batch'}${i.path[0] === 'task' ? ` (${dir})` : ''}: ${i.message}`).join('; '));
     }
-    const branching = branchingProblem(parsed.data);
+    const branching = branchingProblem(parsed.data) ?? harnessProblem(parsed.data);
     if (branching) throw new BatchInputError(branching);
     return parsed.data;
   });

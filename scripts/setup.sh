@@ -7,6 +7,8 @@
 #         PostgreSQL, the Python trainer venvs, the Kubernetes control plane and a real node,
 #         and the real Temporal server
 #   cluster  run's steps, then PostgreSQL and the real Temporal server (`rollout cluster up`)
+#   harness model's steps, then the published agent harnesses the `harness` policy runs, each in its
+#         cached venv (mini-swe-agent; python/harness_bridge/requirements/)
 #   train model's steps, then the trainer's venv (torch, transformers; python/trainer) and llama.cpp's
 #         LoRA converter (npm run demo:train)
 # Each step is one `scripts/ensure-*.sh`; setup prints its name and duration on stderr,
@@ -16,9 +18,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PURPOSES=(run model test cluster train)
+PURPOSES=(run model test cluster harness train)
 # The purposes each purpose includes (itself first).
-declare -A INCLUDES=([run]="run" [model]="model run" [test]="test model run" [cluster]="cluster run" [train]="train model run")
+declare -A INCLUDES=([run]="run" [model]="model run" [test]="test model run" [cluster]="cluster run" [harness]="harness model run" [train]="train model run")
 purpose="${1:-run}"
 case " ${PURPOSES[*]} " in *" $purpose "*) ;; *)
   echo "usage: bash scripts/setup.sh [$(IFS='|'; echo "${PURPOSES[*]}")]   (default run; got \"$purpose\")" >&2; exit 2 ;;
@@ -43,6 +45,7 @@ STEPS=(
   "cluster cluster-debian -                 bash scripts/ensure-debian.sh postgresql"
   "test,cluster temporal-server TEMPORAL_SERVER_DIR bash scripts/ensure-temporal-server.sh"
   "test python-venv  ROLLOUT_TRAINER_PYTHON bash scripts/ensure-trainer-venv.sh"
+  "test,harness harnesses *              bash scripts/ensure-harnesses.sh"
   "test,train train-venv ROLLOUT_TRAIN_PYTHON bash scripts/ensure-train-venv.sh"
   "test,train lora-converter ROLLOUT_LORA_CONVERTER bash scripts/ensure-lora-converter.sh"
   "test image-tools  *                      bash scripts/ensure-image-tools.sh"

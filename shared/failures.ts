@@ -30,6 +30,8 @@ export const FAILURE_TYPES = {
     'memory_exhausted',
     // One policy call outlasted its time while the server stayed healthy (it answered a probe).
     'generation_too_long',
+    // A harness (policy kind harness) that exited on its own with an error after calling the model: its stderr tail is the evidence.
+    'harness_crashed',
   ],
   infra: [
     'provision_failed',
@@ -42,6 +44,10 @@ export const FAILURE_TYPES = {
     'verifier_crashed',
     'verifier_timeout',
     'worker_lost',
+    // The harness (policy kind harness) is not installed on the worker's host (scripts/ensure-harnesses.sh).
+    'harness_not_installed',
+    // The harness ended without calling the model once: its settings or its install are broken, not the model.
+    'harness_never_called_model',
   ],
   task: ['invalid_spec', 'verifier_self_check_failed'],
 } as const;

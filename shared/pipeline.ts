@@ -123,7 +123,38 @@ export const OpenAIPolicySchema = z
     if (problem) ctx.addIssue({ code: 'custom', message: problem, path: ['sampling'] });
   });
 
-export const PolicyConfigSchema = z.discriminatedUnion('kind', [ScriptedPolicySchema, OpenAIPolicySchema]);
+/** The published agent harnesses the `harness` policy runs, and the version each is pinned to (activities/harness/). */
+export const HARNESS_VERSIONS = { 'mini-swe-agent': '2.4.6' } as const;
+export type HarnessName = keyof typeof HARNESS_VERSIONS;
+export const HARNESS_NAMES = Object.keys(HARNESS_VERSIONS) as HarnessName[];
+
+/**
+ * An agent harness as it is published (PyPI), unmodified, drives the sandbox: its commands run in the
+ * rollout's sandbox through the provider, and its model calls go to an endpoint the pipeline serves
+ * for the rollout, which forwards them to `inference` with the group's sampling and token mode and
+ * records each as a turn (activities/harness/).
+ */
+export const HarnessPolicySchema = z
+  .object({
+    kind: z.literal('harness'),
+    harness: z.string().superRefine((name, ctx) => {
+      if (!(HARNESS_NAMES as string[]).includes(name)) ctx.addIssue({ code: 'custom', message: `unknown harness ${JSON.stringify(name)}; the harnesses are ${HARNESS_NAMES.join(', ')}. Fix: set policy.harness to one of them, or policy.kind to openai for the pipeline's own agent loop` });
+    }),
+    /** The harness's published version; only the pinned one is installed by the set-up purpose `harness`. */
+    version: z.string().optional(),
+    /** The harness's own settings, passed to it as they are (e.g. mini-swe-agent's agent and model settings); the pipeline sets the model endpoint and the limits. */
+    settings: z.record(z.string(), z.unknown()).default({}),
+    /** The real inference server the captured calls are forwarded to, with its sampling and token mode. */
+    inference: OpenAIPolicySchema,
+  })
+  .strict()
+  .superRefine((policy, ctx) => {
+    const pinned = (HARNESS_VERSIONS as Record<string, string>)[policy.harness];
+    if (pinned !== undefined && policy.version !== undefined && policy.version !== pinned) ctx.addIssue({ code: 'custom', path: ['version'], message: `${policy.harness} ${policy.version} is not the version this pipeline runs (${pinned}). Fix: leave policy.version out, or set it to ${pinned}` });
+  });
+
+export const PolicyConfigSchema = z.discriminatedUnion('kind', [ScriptedPolicySchema, OpenAIPolicySchema, HarnessPolicySchema]);
+
 export type PolicyConfig = z.input<typeof PolicyConfigSchema>;
 export type ResolvedPolicyConfig = z.output<typeof PolicyConfigSchema>;
 
@@ -443,6 +474,15 @@ export function branchingProblem(group: Pick<ResolvedGroupInput, 'branching' | '
   if (group.branchOf) return 'branching and branchOf cannot be combined: branch a tree group\'s rollout with rollout branch after it finished';
   const size = group.groupSize * b.width ** b.atTurns.length;
   if (size > MAX_GROUP_SIZE) return `branching makes ${group.groupSize} x ${b.width}^${b.atTurns.length} = ${size} rollouts, more than ${MAX_GROUP_SIZE} per group; use fewer roots, a smaller width or fewer branch turns`;
+  return null;
+}
+
+/** Why a group's harness policy cannot run as asked (null when it can): a harness runs whole, so no turn can be taken over or branched. */
+export function harnessProblem(group: Pick<ResolvedGroupInput, 'policy' | 'branching' | 'branchOf' | 'failurePolicy'>): string | null {
+  if (group.policy.kind !== 'harness') return null;
+  const h = group.policy.harness;
+  if (group.branching || group.branchOf) return `branching needs the pipeline's own agent loop: ${h} runs whole and cannot be started from another rollout's turn. Fix: drop branching/branchOf, or use policy.kind openai`;
+  if (group.failurePolicy.resume === 'replay') return `failurePolicy.resume 'replay' needs the pipeline's own agent loop: ${h} cannot be handed a conversation to continue. Fix: use resume 'restart' for a harness policy`;
   return null;
 }
 

@@ -172,6 +172,12 @@ export interface TokenIntegrity {
   /** The token position in that turn's prompt where the break is. */
   position?: number;
   reason?: string;
+  /**
+   * Turns (after turn 0) that start a new training segment: a harness (policy kind harness) rewrote its
+   * history there, so the prompt does not extend the previous turn's ids by design. Each segment is
+   * exported as its own sample of the rollout (client/export/).
+   */
+  segmentStarts?: number[];
 }
 
 /** Compares a prompt against the previous turn's prompt + completion: it must begin with them, id for id. */

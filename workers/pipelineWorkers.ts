@@ -183,6 +183,7 @@ export async function createPipelineWorkers(options: PipelineWorkerOptions): Pro
         verifyThenTeardown: activities.verifyThenTeardown,
         teardownSandbox: activities.teardownSandbox,
         restoreTurns: activities.restoreTurns,
+        runHarness: activities.runHarness,
         reapSandboxes: activities.reapSandboxes,
         policyStep: activities.policyStep,
       },

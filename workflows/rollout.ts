@@ -17,6 +17,7 @@
  */
 import { ApplicationFailure, CancellationScope, ChildWorkflowFailure, getExternalWorkflowHandle, isCancellation, log, metricMeter, patched, setCurrentDetails, setHandler, sleep, TimeoutFailure, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { AttemptSummary, ExperimentRecord, OutcomeClass, RolloutInput, RolloutResult, StageTimings } from '../shared/pipeline.js';
+import { policyLabel } from '../shared/policyLabel.js';
 import { METRIC } from '../shared/metricNames.js';
 import { trajectoryRefOf } from '../shared/names.js';
 import { ROLLOUT_ATTEMPTS, ROLLOUT_OUTCOME, ROLLOUT_OUTCOME_CLASS, ROLLOUT_REWARD } from '../shared/searchAttributes.js';
@@ -134,7 +135,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   // One store write needs no task of its own: a local activity of this worker (rollouts from before run the activity).
   const recordRollout: typeof recordRolloutTask = (summary, ...args) =>
     patched('record-rollout-as-local-activity') ? localActivity('recordRollout', { startToCloseTimeout: '1 minute', retry: recordRetry })(summary, ...args) : recordRolloutTask(summary, ...args);
-  const policyName = group.policy.kind === 'scripted' ? `scripted:${group.policy.script}` : group.policy.model;
+  const policyName = policyLabel(group.policy);
   /** Live details the Temporal UI shows while the rollout runs. */
   const showProgress = (): void => {
     const action = progress.lastAction ? ` · ${progress.lastAction}` : '';
@@ -318,7 +319,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
       const scope = new CancellationScope();
       attemptScope = scope;
       const outcome = await scope.run(() => runAttempt(attempt));
-      summarize({ attempt, outcomeClass: outcome.outcomeClass, outcomeType: outcome.outcomeType, message: outcome.message, reward: outcome.reward, turns: outcome.turns });
+      summarize({ attempt, outcomeClass: outcome.outcomeClass, outcomeType: outcome.outcomeType, message: outcome.message, reward: outcome.reward, turns: outcome.turns, ...(outcome.evidence ? { evidence: outcome.evidence } : {}) });
       const valid = outcome.outcomeClass === 'ok' || group.failurePolicy.model === 'score';
       result = finish(outcome.reward, valid, outcome.outcomeClass, outcome.outcomeType, attempt + 1);
       break;

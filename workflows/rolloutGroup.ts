@@ -23,14 +23,14 @@ async function resolveInput(request: GroupRequest): Promise<ResolvedGroupInput |
   // Imported here, not at the top: every workflow of the bundle (each rollout too) evaluates the modules
   // this file imports, and building shared/pipeline.ts's zod schemas cost ~25 ms of the workflow thread's
   // CPU per workflow started. Bundled in (webpackMode eager); only a group's first task evaluates it.
-  const { GroupRequestSchema, branchingProblem } = await import(/* webpackMode: "eager" */ '../shared/pipeline.js');
+  const { GroupRequestSchema, branchingProblem, harnessProblem } = await import(/* webpackMode: "eager" */ '../shared/pipeline.js');
   const parsed = GroupRequestSchema.safeParse(request);
   if (!parsed.success) {
     const problems = parsed.error.issues.map((i) => `${i.path.join('.') || 'input'}: ${i.message}`).join('; ');
     throw ApplicationFailure.create({ type: 'BadGroupInput', message: `rolloutGroup input: ${problems}`, nonRetryable: true });
   }
   const { task, ...rest } = parsed.data;
-  const branching = branchingProblem(rest);
+  const branching = branchingProblem(rest) ?? harnessProblem(rest);
   if (branching) throw ApplicationFailure.create({ type: 'BadGroupInput', message: `rolloutGroup input: ${branching}`, nonRetryable: true });
   if (task.id !== undefined && task.version !== undefined) return { ...rest, task: { id: task.id, dir: task.dir, version: task.version } };
   const { resolveTask } = proxyActivities<PipelineActivities>({ taskQueue: rest.taskQueues.main, startToCloseTimeout: '1 minute', retry: { maximumAttempts: 3, nonRetryableErrorTypes: ['task/invalid_spec'] } });

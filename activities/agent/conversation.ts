@@ -47,6 +47,10 @@ export interface PolicyTurnRecord extends PolicyResponse {
   admission?: Admission;
   /** Taken over from an earlier attempt of the rollout (failurePolicy.resume 'replay'): the model was not asked again. */
   restored?: { fromAttempt: number; fromRollout?: string };
+  /** A harness's call (policy kind harness): the conversation and tools it sent, and what it asked for that the group's sampling replaced. */
+  harnessRequest?: { messages: ChatMessage[]; tools: ToolSchema[]; overridden?: Record<string, unknown> };
+  /** A harness's call that starts a new training segment: the harness rewrote its history, so this prompt does not extend the previous turn's ids. */
+  segmentStart?: string;
 }
 
 export interface ToolTurnRecord {
@@ -71,6 +75,8 @@ export interface ToolTurnRecord {
   stateMs?: number;
   /** Taken over from an earlier attempt (failurePolicy.resume 'replay'): how its replay into this attempt's sandbox went. */
   restored?: { fromAttempt: number; fromRollout?: string; replayExitCode: number | null; replayMs: number; drift: boolean };
+  /** A command a harness ran (policy kind harness) through the sandbox bridge: where it asked it to run. */
+  harnessExec?: { cwd?: string; env?: string[] };
 }
 
 export const metaName = (attempt: number): string => `${attemptPrefix(attempt)}meta.json`;

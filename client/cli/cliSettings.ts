@@ -1,10 +1,10 @@
 /** Settings the `rollout` commands share: where Temporal is, where data goes, which tasks. */
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { openTrajectoryStore } from '../../activities/store/openTrajectoryStore.js';
 import type { TrajectoryStore } from '../../activities/store/trajectoryStore.js';
 import { TokenModeSchema } from '../../shared/tokens.js';
-import { ScriptedPolicySchema, type PolicyConfig } from '../../shared/pipeline.js';
+import { HARNESS_NAMES, ScriptedPolicySchema, type PolicyConfig } from '../../shared/pipeline.js';
 import type { ToolCallParserName } from '../../shared/tools.js';
 import { UsageError } from './usageError.js';
 
@@ -58,8 +58,16 @@ type Script = (typeof SCRIPTS)[number];
 /** `scripted:<script>` or `openai` (with --base-url and --model). */
 export function parsePolicy(
   value: string,
-  options: { baseUrl?: string; model?: string; temperature?: string; seed?: string; apiKeyEnv?: string; maxTokens?: string; requestTimeoutMs?: string; toolCallParser?: string; tokenMode?: string; chatTemplate?: string },
+  options: { baseUrl?: string; model?: string; temperature?: string; seed?: string; apiKeyEnv?: string; maxTokens?: string; requestTimeoutMs?: string; toolCallParser?: string; tokenMode?: string; chatTemplate?: string; harnessSettings?: string },
 ): PolicyConfig {
+  if (value.startsWith('harness:')) {
+    // The harness's model calls go to the inference server the openai flags name, through the capture endpoint.
+    if (!options.baseUrl || !options.model) throw new UsageError(`--policy ${value} needs --base-url and --model: the inference server its model calls are forwarded to`);
+    const inference = parsePolicy('openai', options);
+    if (inference.kind !== 'openai') throw new UsageError(`--policy ${value}: the inference server is an openai policy`);
+    return { kind: 'harness', harness: value.slice('harness:'.length), inference, ...(options.harnessSettings !== undefined ? { settings: readHarnessSettings(options.harnessSettings) } : {}) };
+  }
+  if (options.harnessSettings !== undefined) throw new UsageError(`--harness-settings is for --policy harness:NAME (got --policy ${value})`);
   if (value.startsWith('scripted:')) {
     const script = value.slice('scripted:'.length);
     if (!SCRIPTS.includes(script as Script)) throw new UsageError(`--policy ${value}: scripted policies are ${SCRIPTS.slice(0, -1).join(', ')} and ${SCRIPTS.at(-1)}`);
@@ -96,5 +104,23 @@ export function parsePolicy(
       ...(tokenMode ? { tokens: { mode: tokenMode, ...(options.chatTemplate !== undefined ? { chatTemplate: options.chatTemplate } : {}) } } : {}),
     };
   }
-  throw new UsageError(`--policy ${JSON.stringify(value)}: use ${SCRIPTS.map((name) => `scripted:${name}`).join(', ')} or openai`);
+  throw new UsageError(`--policy ${JSON.stringify(value)}: use ${SCRIPTS.map((name) => `scripted:${name}`).join(', ')}, openai, or harness:NAME (${HARNESS_NAMES.join(', ')})`);
+}
+
+/** --harness-settings FILE: the harness's own settings as a JSON object. */
+function readHarnessSettings(file: string): Record<string, unknown> {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new UsageError(`--harness-settings ${file}: cannot read it (${(err as Error).message})`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch (err) {
+    throw new UsageError(`--harness-settings ${file} is not JSON: ${(err as Error).message}`);
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new UsageError(`--harness-settings ${file} must hold a JSON object (the harness's own settings, e.g. {"agent": {"step_limit": 20}})`);
+  return parsed as Record<string, unknown>;
 }

@@ -8,7 +8,7 @@ import { UsageError } from './usageError.js';
 
 export const exportUsage = `rollout export <batch-id> --out FILE [--keep-broken] [--keep-mismatched-logprobs] [--store fs|fs:DIR|postgres://...] [--trajectories DIR] [--data-dir DIR] [--address HOST:PORT]
   Writes the training samples of the batch's finished groups as JSONL, one line per valid rollout
-  (from the attempt that produced its reward). Fields of each line:
+  (from the attempt that produced its reward), or per training segment of it (below). Fields of each line:
     rollout_id        the rollout's workflow id (rollout/<batch>/<task>/<index>)
     group_id          the group's workflow id (rollout/<batch>/<task>); batch_id, task_id, rollout_index
     task_version      sha256 of the task's files
@@ -31,8 +31,15 @@ export const exportUsage = `rollout export <batch-id> --out FILE [--keep-broken]
     sibling_advantages  with branching in the group: [{parent_rollout_id, branch_turn, advantage}], its
                       advantage within each set of siblings it belongs to (a rollout that branched at a
                       turn and its branches there); [] otherwise
+    segment, segments, segment_turns
+                      which training segment of the rollout this line is (0-based), how many it has, and
+                      its turns [first, end): a harness (policy harness:NAME) that rewrote its history
+                      breaks the exact-prefix rule by design, and each stretch of turns that extend one
+                      another is its own line with the rollout's reward and advantage; 0, 1 and all turns
+                      otherwise (docs/harnesses.md)
     outcome           {class, type}: ok/submitted, model/max_turns, ...
-    token_integrity   {status ok|broken|missing, attempt, turns, turn, position, reason, unmasked_turns}:
+    token_integrity   {status ok|broken|missing, attempt, turns, turn, position, reason, unmasked_turns,
+                      segmentStarts (turns that start a new segment)}:
                       where the exact-prefix rule broke (turn, token position) or why ids are missing
   Rollouts that are not valid (masked, cancelled, dropped groups) are never exported. Rollouts whose
   token integrity broke or that lack token ids (a server that returns none, a scripted policy) are

@@ -29,9 +29,11 @@ import { openClientThroughOutage } from '../outage/openClient.js';
 export const runUsage = `rollout run --tasks DIR... [--group-size N] [--policy P] [--batch-id ID] [options]
   --tasks        task directories, or directories of tasks (repeatable)
   --group-size   rollouts per task (default 4)
-  --policy       scripted:mixed (default), scripted:oracle, scripted:noop, scripted:stall, or openai;
-                 scripted:adversarial runs the escape suite (with --group-size 8, every attempt once)
-  --base-url, --model, --temperature, --seed, --api-key-env   for --policy openai
+  --policy       scripted:mixed (default), scripted:oracle, scripted:noop, scripted:stall, openai, or
+                 harness:mini-swe-agent (a published harness drives the sandbox, its model calls captured;
+                 docs/harnesses.md); scripted:adversarial runs the escape suite (with --group-size 8)
+  --base-url, --model, --temperature, --seed, --api-key-env   for --policy openai (and a harness's inference server)
+  --harness-settings FILE   with --policy harness:NAME: the harness's own settings (JSON)
   --max-tokens N            tokens per turn (default 1024)
   --request-timeout-ms N    time per policy call (default derived from --max-tokens)
   --tool-call-parser LIST   where calls are read from, tried in order: server (default), fenced-json,
@@ -110,6 +112,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       'chat-template': { type: 'string' },
       'request-timeout-ms': { type: 'string' },
       'tool-call-parser': { type: 'string' },
+      'harness-settings': { type: 'string' },
       'batch-id': { type: 'string' },
       'max-turns': { type: 'string' },
       'min-valid': { type: 'string' },
@@ -160,6 +163,7 @@ export async function runCommand(argv: string[]): Promise<number> {
       ...(values['tool-call-parser'] ? { toolCallParser: values['tool-call-parser'] } : {}),
       ...(values['token-mode'] ? { tokenMode: values['token-mode'] } : {}),
       ...(values['chat-template'] ? { chatTemplate: values['chat-template'] } : {}),
+      ...(values['harness-settings'] ? { harnessSettings: values['harness-settings'] } : {}),
     }),
     ...(values['max-turns'] ? { limits: { maxTurns: int('max-turns', values['max-turns'], 30) } } : {}),
     ...(verify ? { verifyMode: verify } : {}),

@@ -14,7 +14,7 @@ import type { GroupResult, RolloutResult } from '../../shared/pipeline.js';
 import type { TokenIntegrity, TurnTokens } from '../../shared/tokens.js';
 import { listBatchGroups } from '../batchGroups.js';
 import { loadTrajectory } from '../loadTrajectory.js';
-import { assembleTokens, type TrainingSample } from './trainingSample.js';
+import { assembleTokens, segmentRanges, type TrainingSample } from './trainingSample.js';
 
 export interface ExportOptions {
   /** Keep rollouts whose prefix broke (their broken turns unmasked) or that lack token ids (empty arrays). */
@@ -57,16 +57,20 @@ function sharedPrefixLength(records: PolicyTurnRecord[], sharedTurns: number): n
   return first && 'promptIds' in first ? first.promptIds.length : 0;
 }
 
-async function sampleOf(store: TrajectoryStore, group: GroupResult, r: RolloutResult): Promise<{ sample: TrainingSample; integrity: TokenIntegrity }> {
+/** The rollout's samples: one, or one per training segment when a harness rewrote its history (token_integrity.segmentStarts). */
+async function samplesOf(store: TrajectoryStore, group: GroupResult, r: RolloutResult): Promise<{ samples: TrainingSample[]; integrity: TokenIntegrity }> {
   const attempts = await loadTrajectory(store, r.trajectoryRef);
   const wanted = r.tokenIntegrity?.attempt ?? attempts.length - 1;
   const records = attempts.find((a) => a.attempt === wanted)?.turns.map((t) => t.policy) ?? [];
   const integrity = integrityOf(r, records);
-  const withIds = integrity.status === 'missing' ? [] : records.map((p) => p.turnTokens).filter((t): t is TurnTokens => t !== undefined && 'promptIds' in t);
-  const tokens = assembleTokens(withIds);
-  return {
-    integrity,
-    sample: {
+  const versions = r.policyVersions ?? records.map((p) => p.policyVersion ?? 0);
+  const ranges = integrity.status === 'missing' ? [[0, records.length] as [number, number]] : segmentRanges(records.length, integrity.segmentStarts);
+  const samples = ranges.map(([first, end], segment): TrainingSample => {
+    const inSegment = records.slice(first, end);
+    const withIds = integrity.status === 'missing' ? [] : inSegment.map((p) => p.turnTokens).filter((t): t is TurnTokens => t !== undefined && 'promptIds' in t);
+    const tokens = assembleTokens(withIds);
+    const unmasked = tokens.unmasked_turns.map((k) => k + first);
+    return {
       rollout_id: r.workflowId,
       group_id: group.workflowId,
       batch_id: group.batchId,
@@ -77,21 +81,26 @@ async function sampleOf(store: TrajectoryStore, group: GroupResult, r: RolloutRe
       loss_mask: tokens.loss_mask,
       logprobs: tokens.logprobs,
       temperatures: tokens.temperatures,
-      logprob_mismatch: tokens.logprob_mismatch,
+      // "turn k" in the rollout's numbering, not the segment's.
+      logprob_mismatch: tokens.logprob_mismatch?.replace(/^turn (\d+)/, (_m, k: string) => `turn ${Number(k) + first}`) ?? null,
       reward: r.reward,
       advantage: r.advantage,
-      policy_versions: r.policyVersions ?? records.map((p) => p.policyVersion ?? 0),
+      policy_versions: ranges.length > 1 ? versions.slice(first, end) : versions,
       completion_spans: tokens.completion_spans,
       outcome: { class: r.outcomeClass, type: r.outcomeType },
-      token_integrity: { ...integrity, ...(tokens.unmasked_turns.length > 0 ? { unmasked_turns: tokens.unmasked_turns } : {}) },
+      token_integrity: { ...integrity, ...(unmasked.length > 0 ? { unmasked_turns: unmasked } : {}) },
       staleness: r.staleness ?? null,
       stale: r.stale ?? false,
       parent_rollout_id: r.branch?.parentRolloutId ?? null,
       branch_turn: r.branch?.atTurn ?? null,
       prefix_length: r.branch ? sharedPrefixLength(records, r.branch.sharedTurns) : null,
       sibling_advantages: (r.siblingAdvantages ?? []).map((s) => ({ parent_rollout_id: s.parentRolloutId, branch_turn: s.atTurn, advantage: s.advantage })),
-    },
-  };
+      segment,
+      segments: ranges.length,
+      segment_turns: [first, end],
+    };
+  });
+  return { samples, integrity };
 }
 
 /** Samples of one group's rollouts, and those left out. */
@@ -109,7 +118,7 @@ export async function groupSamples(
       excluded.push({ rollout_id: r.workflowId, why: 'not_valid', reason: `${r.outcomeClass}/${r.outcomeType}${group.status === 'stale' ? ` (group dropped: ${group.statusReason})` : ''}` });
       continue;
     }
-    const { sample, integrity } = await sampleOf(store, group, r);
+    const { samples: ofRollout, integrity } = await samplesOf(store, group, r);
     if (integrity.status !== 'ok') {
       const why = integrity.status;
       const where = integrity.turn !== undefined ? ` at turn ${integrity.turn}${integrity.position !== undefined ? `, token ${integrity.position}` : ''}` : '';
@@ -119,14 +128,15 @@ export async function groupSamples(
       }
       keptBroken++;
     }
-    if (sample.logprob_mismatch !== null && integrity.status !== 'missing') {
+    const mismatch = ofRollout.find((s) => s.logprob_mismatch !== null)?.logprob_mismatch ?? null;
+    if (mismatch !== null && integrity.status !== 'missing') {
       if (!options.keepMismatchedLogprobs) {
-        excluded.push({ rollout_id: r.workflowId, why: 'logprobs', reason: `logprobs not of the sampling distribution at ${sample.logprob_mismatch}` });
+        excluded.push({ rollout_id: r.workflowId, why: 'logprobs', reason: `logprobs not of the sampling distribution at ${mismatch}` });
         continue;
       }
       keptMismatched++;
     }
-    samples.push(sample);
+    samples.push(...ofRollout);
   }
   return { samples, excluded, keptBroken, keptMismatched };
 }

@@ -42,6 +42,16 @@ export interface TrainingSample {
   prefix_length: number | null;
   /** group.branching: its advantage within each set of siblings it belongs to (a rollout that branched at a turn and its branches there). */
   sibling_advantages: { parent_rollout_id: string; branch_turn: number; advantage: number | null }[];
+  /**
+   * Which training segment of the rollout this sample is (0-based) and how many it has: a harness that
+   * rewrote its history (a summary, a dropped reply) breaks the exact-prefix rule by design, and each
+   * stretch of turns that extend one another is its own sample, with the rollout's reward and advantage.
+   * 0 and 1 for a rollout whose turns all extend one another.
+   */
+  segment: number;
+  segments: number;
+  /** [first, end) of the attempt's turns this sample holds. */
+  segment_turns: [number, number];
 }
 
 export interface SampleTokens {
@@ -52,6 +62,12 @@ export interface SampleTokens {
   logprob_mismatch: string | null;
   completion_spans: ([number, number] | null)[];
   unmasked_turns: number[];
+}
+
+/** [first, end) turn ranges of an attempt's training segments, given the turns that start a new one. */
+export function segmentRanges(turns: number, segmentStarts: readonly number[] = []): [number, number][] {
+  const starts = [0, ...segmentStarts.filter((t) => t > 0 && t < turns)].sort((a, b) => a - b);
+  return starts.map((start, k) => [start, starts[k + 1] ?? turns]);
 }
 
 /** The token arrays of one attempt's turns (each with ids). */

@@ -32,7 +32,7 @@ export function headlineFacts(view: RolloutView): string[] {
   const r = state.result;
   const lines: string[] = [];
   const e = r?.experiment;
-  const policy = e ? (e.policy.kind === 'scripted' ? `scripted:${e.policy.script}` : `${e.policy.model} at ${e.policy.baseUrl}`) : undefined;
+  const policy = e ? (e.policy.kind === 'scripted' ? `scripted:${e.policy.script}` : e.policy.kind === 'harness' ? `${e.policy.harness} on ${e.policy.inference.model} at ${e.policy.inference.baseUrl}` : `${e.policy.model} at ${e.policy.baseUrl}`) : undefined;
   lines.push([`task ${state.taskId}`, e ? `version ${e.taskVersion.slice(0, 12)}` : undefined, policy ? `policy ${policy}` : undefined, e ? `verify ${e.verifyMode}` : undefined, e?.resume === 'replay' ? 'resume by replay' : undefined, e?.workerBuild ? `build ${e.workerBuild.deploymentName}/${e.workerBuild.buildId}` : undefined].filter(Boolean).join(' · '));
   if (e?.network) lines.push(`network ${describeNetwork(e.network)}`);
   if (r) {

@@ -13,6 +13,19 @@ const ids = (text: string): number[] => Array.from(text, (c) => c.codePointAt(0)
 const EOS = 3;
 const HEADER = ids('<assistant>');
 
+interface WireCall {
+  id?: string;
+  function: { name: string; arguments: string };
+}
+
+/**
+ * What a chat template reads of an assistant message: its tool calls (id, name, arguments) or else its
+ * content; not the order of the JSON keys a client sends them back in (a harness's litellm reorders them).
+ */
+function renderKey(content: string | null, calls: WireCall[]): string {
+  return JSON.stringify(calls.length > 0 ? calls.map((c) => [c.id ?? '', c.function.name, c.function.arguments]) : content);
+}
+
 export interface ScriptedTokens {
   tokens: NonNullable<ScriptedServerOptions['tokens']>;
   /** The first prompt position where the re-rendered turn differs, per request that had one. */
@@ -27,7 +40,7 @@ export function scriptedTokens(options: { reRenderTurn?: number } = {}): Scripte
     let assistantTurn = 0;
     for (const m of request.messages) {
       if (m.role === 'assistant') {
-        const key = JSON.stringify(m.tool_calls ?? m.content);
+        const key = renderKey(m.content, (m.tool_calls ?? []) as WireCall[]);
         const original = generated.get(key) ?? ids(`${m.content ?? ''}`);
         if (assistantTurn === options.reRenderTurn) {
           breaks.push(prompt.length + HEADER.length);
@@ -38,8 +51,7 @@ export function scriptedTokens(options: { reRenderTurn?: number } = {}): Scripte
     }
     prompt.push(...HEADER);
     const completionIds = [...ids(answer.content ?? ''), ...ids(JSON.stringify(answer.toolCalls.map((c) => [c.name, c.arguments]))), EOS];
-    const toolCalls = answer.toolCalls.map((c) => ({ id: c.id, type: 'function', function: { name: c.name, arguments: c.arguments } }));
-    generated.set(JSON.stringify(toolCalls.length > 0 ? toolCalls : answer.content), completionIds);
+    generated.set(renderKey(answer.content, answer.toolCalls.map((c) => ({ id: c.id, function: { name: c.name, arguments: c.arguments } }))), completionIds);
     return { promptIds: prompt, completionIds };
   };
   return { tokens, breaks };

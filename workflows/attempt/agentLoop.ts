@@ -30,6 +30,8 @@ export interface AttemptOutcome {
   outcomeType: string;
   message: string;
   turns: number;
+  /** What showed why the loop ended, when something did (a harness's stderr tail). */
+  evidence?: string[];
 }
 
 /** What the loop leaves behind, also when it throws: read by whoever reports the attempt. */
@@ -110,7 +112,22 @@ export async function runAgentThenVerify(a: AgentLoopInput): Promise<AttemptOutc
   const recordState = group.failurePolicy.resume === 'replay' ? { recordState: true } : {};
   // Taken-over turns that ended the loop the first time end it again: straight to the verdict.
   if (resumed && resumed.malformedStreak >= MALFORMED_TURNS_ALLOWED) modelFailure = { failureClass: 'model', type: 'malformed_tool_call', message: `${MALFORMED_TURNS_ALLOWED} turns in a row with only malformed tool calls` };
-  if (resumed?.submitted !== true && modelFailure === null) for (;;) {
+  if (group.policy.kind === 'harness') {
+    // A published harness is the agent: one activity on the sandbox's host runs it whole (activities/harness/).
+    const remainingMs = Math.max(0, budgetMs - (Date.now() - agentStart));
+    const version = a.policyVersion();
+    progress.lastAction = `${group.policy.harness} drives the sandbox`;
+    a.showProgress();
+    const run = await host.harness(remainingMs)(`agent: ${group.policy.harness} on ${group.policy.inference.model}, sandbox ${p.handle.id}`, { handle: p.handle, group, index, attempt, trajectoryRef, workdir: p.workdir, remainingMs, policyVersion: version });
+    run.tokens.forEach((tokens, t) => {
+      state.tokenIntegrity = withTurnTokens(state.tokenIntegrity, tokens, attempt, t);
+    });
+    if (run.segmentStarts.length > 0) state.tokenIntegrity = { ...state.tokenIntegrity, segmentStarts: run.segmentStarts };
+    state.attemptVersions = run.tokens.map(() => version);
+    turn = run.turns;
+    progress.turn = turn;
+    if (run.end) modelFailure = { failureClass: 'model', type: run.end.type, message: run.end.message, ...(run.end.evidence ? { evidence: run.end.evidence } : {}) };
+  } else if (resumed?.submitted !== true && modelFailure === null) for (;;) {
     if (turn >= group.limits.maxTurns) {
       modelFailure = { failureClass: 'model', type: 'max_turns', message: `no submit after ${group.limits.maxTurns} turns (limits.maxTurns)` };
       break;
@@ -214,5 +231,6 @@ export async function runAgentThenVerify(a: AgentLoopInput): Promise<AttemptOutc
     outcomeType: modelFailure?.type ?? 'submitted',
     message: modelFailure?.message ?? '',
     turns: turn,
+    ...(modelFailure?.evidence ? { evidence: modelFailure.evidence } : {}),
   };
 }

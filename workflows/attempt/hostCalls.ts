@@ -18,6 +18,8 @@ export interface HostCalls {
   teardown: SummarizedCall<'teardownSandbox'>;
   /** Resume: the earlier attempt's turns replayed into this sandbox (an activity on its host, whatever runs the attempt). */
   restoreTurns: SummarizedCall<'restoreTurns'>;
+  /** The harness policy's whole agent stage, given the agent time left (an activity on the host's queue, whatever runs the attempt). */
+  harness: (remainingMs: number) => SummarizedCall<'runHarness'>;
 }
 
 const toolTimeoutSec = (commandTimeoutSec: number): number => Math.ceil(commandTimeoutSec) + 60;
@@ -39,6 +41,12 @@ export function hostActivities(p: ProvisionOutput, commandTimeoutSec: number): H
     // Once: a replay cut short left part of itself in the sandbox, so a retry there would run calls twice.
     // A failure ends the attempt as infra; the next one restores from the same turns on a fresh sandbox.
     restoreTurns: activity('restoreTurns', { ...onHost, startToCloseTimeout: '2 hours', heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { maximumAttempts: 1 } }),
+    // Once: a harness cut short left its work in the sandbox, and a second run there would not start
+    // from the task's start. A worker that dies is noticed by the heartbeat (infra/worker_lost); the next
+    // attempt runs the harness again on a fresh sandbox. It may run 10 minutes past the agent's budget
+    // (its last command and the records after it).
+    harness: (remainingMs: number) =>
+      activity('runHarness', { ...onHost, startToCloseTimeout: `${Math.ceil(remainingMs / 1000) + 600} seconds`, heartbeatTimeout: HEARTBEAT_TIMEOUT, retry: { maximumAttempts: 1 } }),
   };
 }
 
@@ -67,5 +75,7 @@ export function hostLocalActivities(p: ProvisionOutput, commandTimeoutSec: numbe
     verifyThenTeardown: verifyLocally ? localActivity('verifyThenTeardown', { ...local, startToCloseTimeout: '22 minutes', retry: { maximumAttempts: 2, nonRetryableErrorTypes: NON_RETRYABLE } }) : remote.verifyThenTeardown,
     teardown: localActivity('teardownSandbox', { ...local, startToCloseTimeout: '2 minutes', retry: { maximumAttempts: 5, initialInterval: '1 second' } }),
     restoreTurns: remote.restoreTurns,
+    // Regular activity: a harness runs far longer than a workflow task may stay open (see LONGEST_LOCAL_VERIFY_SEC).
+    harness: remote.harness,
   };
 }

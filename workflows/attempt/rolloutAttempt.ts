@@ -13,6 +13,7 @@
  * attempt did from its details): any other error would fail its workflow task and retry forever.
  */
 import { ApplicationFailure, CancellationScope, isCancellation, log, setCurrentDetails, setHandler } from '@temporalio/workflow';
+import { policyLabel } from '../../shared/policyLabel.js';
 import { classifyFailure } from '../classifyFailure.js';
 import { policyVersionSignal, rolloutProgressQuery, type RolloutProgress } from '../definitions.js';
 import { freshAttemptState, runAgentThenVerify, StaleRestart, staleRestartReason, type AttemptOutcome } from './agentLoop.js';
@@ -30,7 +31,7 @@ export async function rolloutAttempt(input: AttemptInput): Promise<AttemptResult
     if (version > policyVersion) policyVersion = version;
   });
   const staleness = group.staleness ?? { onStale: 'keep' as const };
-  const policyName = group.policy.kind === 'scripted' ? `scripted:${group.policy.script}` : group.policy.model;
+  const policyName = policyLabel(group.policy);
   const showProgress = (): void => {
     const action = progress.lastAction ? ` · ${progress.lastAction}` : '';
     setCurrentDetails(`**${progress.stage}** · rollout ${input.rolloutWorkflowId} · attempt ${attempt + 1} · turn ${progress.turn}${action}`);

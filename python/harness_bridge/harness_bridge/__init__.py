@@ -1,0 +1,1 @@
+"""Adapters that let published agent harnesses drive a rollout's sandbox through the pipeline."""

@@ -1,0 +1,226 @@
+/**
+ * The `harness` policy: mini-swe-agent as published on PyPI (its cached venv from
+ * scripts/ensure-harnesses.sh), unmodified, drives real sandboxes through the bridge while every
+ * model call goes through the capture endpoint to an inference server and is recorded as a turn.
+ * The scripted OpenAI endpoint (with vLLM-style token ids) is the fault injector: an answer the
+ * harness cannot read makes it drop that answer from its history, the exact-prefix rule breaks there
+ * by design, and the export has one sample per training segment. The real llama.cpp model runs the
+ * sample tasks end to end. Skipped without the harness venv (or the model, for that test).
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { after, before, describe, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import type { PolicyTurnRecord } from '../../activities/agent/conversation.js';
+import { installedHarness } from '../../activities/harness/harnessInstall.js';
+import { exportBatch } from '../../client/export/exportBatch.js';
+import { sampleProblems, type TrainingSample } from '../../client/export/trainingSample.js';
+import { loadTrajectory } from '../../client/loadTrajectory.js';
+import { submitBatch, type SubmitBatchOptions } from '../../client/submitBatch.js';
+import type { GroupResult, PolicyConfig, RolloutResult } from '../../shared/pipeline.js';
+import type { RunningLlamaServer } from '../../workers/inference/llamaServer.js';
+import { skipWithoutModel, startTestLlamaServer, TEST_MODEL_NAME } from '../helpers/llamaServer.js';
+import { startHarness, type Harness } from '../helpers/pipelineHarness.js';
+import { startScriptedOpenAIServer, type Script, type ScriptedOpenAIServer } from '../helpers/scriptedOpenAIServer.js';
+import { scriptedTokens } from '../helpers/scriptedTokens.js';
+
+const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const examples = join(root, 'examples/tasks');
+const skipWithoutHarness: string | false = (() => {
+  try {
+    installedHarness('mini-swe-agent', 'this host');
+    return false;
+  } catch (err) {
+    return `needs mini-swe-agent installed: ${(err as Error).message}`;
+  }
+})();
+
+let h: Harness;
+let seq = 0;
+
+before(async () => {
+  if (skipWithoutHarness) return;
+  h = await startHarness('harness-policy');
+  await h.startWorkers();
+});
+
+after(async () => {
+  await h?.close();
+});
+
+async function run(options: Omit<SubmitBatchOptions, 'batchId' | 'taskQueues'>): Promise<{ batchId: string; groups: GroupResult[] }> {
+  const batchId = `harness-${Date.now()}-${seq++}`;
+  const batch = await submitBatch(h.client, { batchId, taskQueues: h.taskQueues, ...options });
+  const groups: GroupResult[] = [];
+  for await (const g of batch.results()) groups.push(g);
+  return { batchId, groups };
+}
+
+function miniOn(baseUrl: string, model: string, settings: Record<string, unknown> = {}): PolicyConfig {
+  return { kind: 'harness', harness: 'mini-swe-agent', settings, inference: { kind: 'openai', baseUrl, model, sampling: { temperature: 1, max_tokens: 256 } } };
+}
+
+const GREETING = "printf 'Hello, rollout!\\nRewards are earned.\\n' > /app/greeting.txt";
+const SUBMIT = 'echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT';
+
+/**
+ * An answer mini-swe-agent cannot read (no tool call), then the solution, then its submit command. The
+ * harness drops the unreadable answer and adds its format error instead: the second request has no
+ * assistant message either, only one message more.
+ */
+const unreadableThenSolve: Script = (req, assistantTurns) => {
+  if (assistantTurns === 0 && req.messages.length <= 2) return { content: 'I will think about it first.' };
+  if (assistantTurns === 0) return { content: 'Writing the greeting.', toolCalls: [{ name: 'bash', arguments: { command: GREETING } }] };
+  return { content: 'Done.', toolCalls: [{ name: 'bash', arguments: { command: SUBMIT } }] };
+};
+
+const readJsonl = (file: string): TrainingSample[] =>
+  readFileSync(file, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as TrainingSample);
+
+const only = (groups: GroupResult[]): RolloutResult[] => {
+  assert.equal(groups.length, 1);
+  return groups[0]?.rollouts ?? [];
+};
+
+describe('the harness policy: mini-swe-agent drives the sandboxes, every model call captured', { timeout: 1_800_000, skip: skipWithoutHarness }, () => {
+  test('a dropped answer starts a new training segment; the export has one sample per segment, each exact', async () => {
+    const ids = scriptedTokens();
+    const server = await startScriptedOpenAIServer(unreadableThenSolve, { tokens: ids.tokens });
+    try {
+      const { batchId, groups } = await run({ tasks: [join(examples, 'write-greeting')], groupSize: 2, minValid: 1, policy: miniOn(server.baseUrl, 'scripted-model'), limits: { maxTurns: 6 } });
+      for (const r of only(groups)) {
+        assert.deepEqual([r.outcomeClass, r.outcomeType, r.reward, r.valid], ['ok', 'submitted', 1, true], JSON.stringify(r.attemptHistory));
+        assert.deepEqual(r.tokenIntegrity, { status: 'ok', attempt: 0, turns: 3, segmentStarts: [1] });
+        const [attempt] = await loadTrajectory(h.store, r.trajectoryRef);
+        assert.ok(attempt);
+        assert.equal(attempt.turns.length, 3, 'each of the three model calls is a turn');
+        const [t0, t1, t2] = attempt.turns;
+        assert.ok(t0 && t1 && t2);
+        for (const t of attempt.turns) {
+          assert.ok(t.policy.turnTokens && 'promptIds' in t.policy.turnTokens && t.policy.turnTokens.completionIds.length > 0, 'prompt and completion ids on every call');
+          assert.ok(t.policy.harnessRequest && t.policy.harnessRequest.messages.length >= 2, 'the conversation the harness sent is kept');
+          assert.deepEqual(t.policy.harnessRequest.tools.map((tool) => tool.function.name), ['bash'], "the harness's own tool");
+        }
+        // mini-swe-agent drops an answer it cannot read: the next prompt does not hold it.
+        assert.equal(t0.tools.length, 0);
+        assert.match(t1.policy.segmentStart ?? '', /./, 'the prompt after the dropped answer starts a segment');
+        assert.equal(t2.policy.segmentStart, undefined);
+        assert.deepEqual(t2.policy.prefixCheck, { ok: true });
+        // The commands it ran went through the bridge into the sandbox, recorded under the call that asked for them.
+        assert.deepEqual(t1.tools.map((t) => [t.name, JSON.parse(t.arguments) as unknown, t.exitCode]), [['bash', { command: GREETING }, 0]]);
+        assert.equal(t2.tools[0]?.observation.trim(), 'COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT');
+        assert.ok(t1.tools[0]?.toolCallId.startsWith('call_'), "the harness's tool call id");
+        const trajectory = await h.store.get<{ trajectory_format: string; info: { exit_status: string } }>(r.trajectoryRef, 'attempt-00/harness-trajectory.json');
+        assert.equal(trajectory?.info.exit_status, 'Submitted', "the harness's own trajectory is kept beside the turns");
+      }
+      // The group's sampling, not the harness's: every request carried our temperature and token fields.
+      assert.ok(server.requests.length === 6 && server.requests.every((q) => q.temperature === 1 && q.max_tokens === 256 && (q as unknown as { return_token_ids?: boolean }).return_token_ids === true));
+      const out = join(mkdtempSync(join(tmpdir(), 'harness-export-')), 'samples.jsonl');
+      const report = await exportBatch(h.client, h.store, batchId, out);
+      assert.deepEqual(report.excluded, []);
+      const samples = readJsonl(out);
+      assert.equal(samples.length, 4, 'two rollouts, two segments each');
+      for (const s of samples) {
+        assert.deepEqual(sampleProblems(s), []);
+        assert.equal(s.segments, 2);
+        assert.equal(s.reward, 1);
+        assert.equal(s.token_integrity.status, 'ok');
+      }
+      const first = samples.find((s) => s.rollout_index === 0 && s.segment === 0);
+      const second = samples.find((s) => s.rollout_index === 0 && s.segment === 1);
+      assert.ok(first && second);
+      assert.deepEqual([first.segment_turns, second.segment_turns], [[0, 1], [1, 3]]);
+      assert.deepEqual([first.completion_spans.length, second.completion_spans.length], [1, 2]);
+      assert.equal(first.advantage, second.advantage, "every segment carries the rollout's advantage");
+      const last = await h.store.get<PolicyTurnRecord>(`${batchId}/write-greeting/0`, 'attempt-00/turn-0002.policy.json');
+      assert.ok(last?.turnTokens && 'promptIds' in last.turnTokens);
+      assert.deepEqual(second.input_ids, [...last.turnTokens.promptIds, ...last.turnTokens.completionIds], 'the later segment is the last prompt and answer');
+      assert.deepEqual(await h.provider.list(), [], 'every sandbox was torn down');
+    } finally {
+      await server.close();
+    }
+  });
+
+  test('bad harness set-ups get errors that name the harness and the fix', async () => {
+    const server: ScriptedOpenAIServer = await startScriptedOpenAIServer(unreadableThenSolve, { tokens: scriptedTokens().tokens });
+    try {
+      // Unknown: refused before anything starts.
+      await assert.rejects(
+        run({ tasks: [join(examples, 'write-greeting')], groupSize: 1, minValid: 1, policy: { ...miniOn(server.baseUrl, 'm'), harness: 'no-such-agent' } as PolicyConfig }),
+        (err: Error) => /unknown harness "no-such-agent"; the harnesses are mini-swe-agent/.test(err.message),
+      );
+      // Never calls the model: a template of its own settings that cannot render stops it before its first call.
+      const silent = await run({ tasks: [join(examples, 'write-greeting')], groupSize: 1, minValid: 1, failurePolicy: { infra: { retries: 0 } }, policy: miniOn(server.baseUrl, 'm', { agent: { instance_template: '{{ no_such_variable }}' } }) });
+      const [quiet] = only(silent.groups);
+      assert.deepEqual([quiet?.outcomeClass, quiet?.outcomeType, quiet?.valid], ['infra', 'harness_never_called_model', false]);
+      const why = quiet?.attemptHistory[0];
+      assert.match(why?.message ?? '', /mini-swe-agent ended without calling the model once.*Fix: check policy\.settings/);
+      assert.ok(why?.evidence?.some((e) => /stderr: .*UndefinedError|no_such_variable/.test(e)), `its stderr tail is the evidence: ${JSON.stringify(why?.evidence)}`);
+      // Crashes on its own after calling the model: the harness's, with its stderr tail.
+      const crashed = await run({ tasks: [join(examples, 'write-greeting')], groupSize: 1, minValid: 1, policy: miniOn(server.baseUrl, 'm', { model: { observation_template: '{{ no_such_variable }}' } }) });
+      const [crash] = only(crashed.groups);
+      assert.deepEqual([crash?.outcomeClass, crash?.outcomeType, crash?.valid, typeof crash?.reward], ['model', 'harness_crashed', true, 'number']);
+      assert.ok(crash?.attemptHistory[0]?.evidence?.some((e) => /stderr: /.test(e)));
+      // Not installed on the worker's host.
+      const saved = process.env.ROLLOUT_HARNESS_HOME;
+      process.env.ROLLOUT_HARNESS_HOME = mkdtempSync(join(tmpdir(), 'no-harnesses-'));
+      try {
+        const missing = await run({ tasks: [join(examples, 'write-greeting')], groupSize: 1, minValid: 1, failurePolicy: { infra: { retries: 0 } }, policy: miniOn(server.baseUrl, 'm') });
+        const [m] = only(missing.groups);
+        assert.deepEqual([m?.outcomeClass, m?.outcomeType], ['infra', 'harness_not_installed']);
+        assert.match(m?.attemptHistory[0]?.message ?? '', /harness mini-swe-agent 2\.4\.6 is not installed on host .*Fix: run `bash scripts\/ensure-harnesses\.sh`/);
+      } finally {
+        if (saved === undefined) delete process.env.ROLLOUT_HARNESS_HOME;
+        else process.env.ROLLOUT_HARNESS_HOME = saved;
+      }
+      assert.deepEqual(await h.provider.list(), [], 'every sandbox was torn down');
+    } finally {
+      await server.close();
+    }
+  });
+
+  describe('against the real model', { skip: skipWithoutModel }, () => {
+    let llama: RunningLlamaServer;
+    before(async () => {
+      llama = await startTestLlamaServer({ name: 'harness-policy', parallel: 2, ctx: 16384 });
+    });
+    after(async () => {
+      await llama?.stop();
+    });
+
+    test('a batch on the sample tasks: every call captured with ids, every rollout scored or classified, every sandbox torn down', async () => {
+      const settings = { agent: { step_limit: 4 } };
+      const policy = miniOn(llama.baseUrl, TEST_MODEL_NAME, settings);
+      if (policy.kind === 'harness') policy.inference = { ...policy.inference, kind: 'openai', requestTimeoutMs: 240_000, toolCallParser: ['server', 'fenced-json', 'hermes-tags', 'bare-json'] };
+      const { batchId, groups } = await run({ tasks: [join(examples, 'write-greeting'), join(examples, 'fix-median')], groupSize: 2, minValid: 1, policy, limits: { maxTurns: 4 } });
+      assert.equal(groups.length, 2);
+      const seen: string[] = [];
+      for (const g of groups)
+        for (const r of g.rollouts) {
+          const label = `${r.workflowId}: ${r.outcomeClass}/${r.outcomeType} ${JSON.stringify(r.attemptHistory.map((a) => a.message))}`;
+          assert.ok(r.outcomeClass === 'ok' || r.outcomeClass === 'model', `scored: ${label}`);
+          assert.equal(typeof r.reward, 'number', label);
+          const attempts = await loadTrajectory(h.store, r.trajectoryRef);
+          const turns = attempts.at(-1)?.turns ?? [];
+          assert.ok(turns.length >= 1 && turns.length <= 4, `1 to 4 captured calls: ${label}`);
+          for (const t of turns) {
+            assert.ok(t.policy.turnTokens && 'promptIds' in t.policy.turnTokens && t.policy.turnTokens.completionIds.length > 0, `ids on every call: ${label}`);
+            assert.match(t.policy.model, /\.gguf$/, 'answered by llama.cpp');
+            seen.push(`${g.taskId}#${r.index} turn ${t.policy.turn}: ${t.tools.length} commands, calls ${JSON.stringify(t.policy.assistant.tool_calls?.map((c) => c.function.arguments.slice(0, 80)))}`);
+          }
+        }
+      console.log(`harness on the real model: ${groups.map((g) => `${g.taskId} ${g.rollouts.map((r) => `${r.outcomeType}:${r.reward}`).join(',')}`).join('; ')}\n${seen.join('\n')}`);
+      const out = join(mkdtempSync(join(tmpdir(), 'harness-real-')), 'samples.jsonl');
+      const report = await exportBatch(h.client, h.store, batchId, out);
+      const samples = readJsonl(out);
+      for (const s of samples) assert.deepEqual(sampleProblems(s), []);
+      assert.equal(samples.length + report.excluded.length >= 4, true, 'every rollout exported or excluded with why');
+      assert.deepEqual(await h.provider.list(), [], 'every sandbox was torn down');
+    });
+  });
+});
