@@ -105,7 +105,11 @@ function resultView(record: ToolTurnRecord, options: ViewOptions): ToolResultVie
 
 export function turnView(turn: TrajectoryTurn, options: ViewOptions, attemptEnded: boolean): TurnView {
   const { policy } = turn;
-  const calls = (policy.assistant.tool_calls ?? []).map((call, callIndex): ToolCallView => {
+  // A harness's turn (policy kind harness): the commands it ran after this answer, as the bridge recorded them.
+  const harnessCalls = policy.harnessRequest
+    ? turn.tools.map((record): ToolCallView => ({ callIndex: record.callIndex, name: record.name, ...describeCall({ id: record.toolCallId, type: 'function', function: { name: record.name, arguments: record.arguments } }, options), result: resultView(record, options) }))
+    : undefined;
+  const calls = harnessCalls ?? (policy.assistant.tool_calls ?? []).map((call, callIndex): ToolCallView => {
     const view: ToolCallView = { callIndex, name: call.function.name, ...describeCall(call, options) };
     const record = turn.tools.find((t) => t.callIndex === callIndex);
     if (record) view.result = resultView(record, options);
@@ -156,7 +160,8 @@ export function tokenFacts(policy: TrajectoryTurn['policy']): string | undefined
     if (ids.chatTemplate) facts.push(`template ${ids.chatTemplate.source} sha256 ${ids.chatTemplate.sha256.slice(0, 12)}${ids.chatTemplate.file ? ` (${ids.chatTemplate.file})` : ''}`);
     facts.push(samplingFact(ids.sampling));
   }
-  if (policy.prefixCheck) facts.push(policy.prefixCheck.ok ? 'prefix ok' : `prefix break at ${policy.prefixCheck.position}: ${policy.prefixCheck.reason}`);
+  if (policy.segmentStart) facts.push(`new training segment (the harness rewrote its history): ${policy.segmentStart}`);
+  else if (policy.prefixCheck) facts.push(policy.prefixCheck.ok ? 'prefix ok' : `prefix break at ${policy.prefixCheck.position}: ${policy.prefixCheck.reason}`);
   if (policy.policyVersion !== undefined && facts.length > 0) facts.push(`policy version ${policy.policyVersion}`);
   return facts.length > 0 ? facts.join(' · ') : undefined;
 }
