@@ -63,8 +63,7 @@ export function parsePolicy(
   if (value.startsWith('harness:')) {
     // The harness's model calls go to the inference server the openai flags name, through the capture endpoint.
     if (!options.baseUrl || !options.model) throw new UsageError(`--policy ${value} needs --base-url and --model: the inference server its model calls are forwarded to`);
-    const { harnessSettings: _settings, ...endpoint } = options;
-    const inference = parsePolicy('openai', endpoint);
+    const inference = parsePolicy('openai', { ...options, harnessSettings: undefined });
     if (inference.kind !== 'openai') throw new UsageError(`--policy ${value}: the inference server is an openai policy`);
     return { kind: 'harness', harness: value.slice('harness:'.length), inference, ...(options.harnessSettings !== undefined ? { settings: readHarnessSettings(options.harnessSettings) } : {}) };
   }
