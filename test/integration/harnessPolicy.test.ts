@@ -27,6 +27,8 @@ import { startScriptedOpenAIServer, type Script, type ScriptedOpenAIServer } fro
 import { scriptedTokens } from '../helpers/scriptedTokens.js';
 import { runRolloutCli } from '../helpers/rolloutCli.js';
 import { testServerAddress } from '../helpers/temporal.js';
+import { eventually } from '../helpers/eventually.js';
+import { rolloutWorkflowId } from '../../shared/names.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const examples = join(root, 'examples/tasks');
@@ -149,6 +151,46 @@ describe('the harness policy: mini-swe-agent drives the sandboxes, every model c
       assert.match(shown.stdout, /Hello, rollout!/, 'the command it ran');
       assert.match(shown.stdout, /new training segment \(the harness rewrote its history\)/);
       assert.deepEqual(await h.provider.list(), [], 'every sandbox was torn down');
+    } finally {
+      await server.close();
+    }
+  });
+
+  test('while it runs, the Web UI shows the harness run, its captured calls and the commands it ran', async () => {
+    // A command that outlasts the SDK's heartbeat throttle (0.8 x the 15 s heartbeat timeout): the details of the beat after it reach the server.
+    const slow: Script = (req, assistantTurns) => (assistantTurns === 1 ? { content: 'Waiting.', toolCalls: [{ name: 'bash', arguments: { command: 'sleep 14' } }] } : unreadableThenSolve(req, assistantTurns === 0 ? 0 : assistantTurns - 1));
+    const server = await startScriptedOpenAIServer(slow, { tokens: scriptedTokens().tokens });
+    try {
+      const batchId = `harness-ui-${Date.now()}`;
+      const batch = await submitBatch(h.client, { batchId, taskQueues: h.taskQueues, tasks: [join(examples, 'write-greeting')], groupSize: 1, minValid: 1, policy: miniOn(server.baseUrl, 'scripted-model') });
+      const handle = h.client.workflow.getHandle(rolloutWorkflowId(batchId, 'write-greeting', 0));
+      const seen = new Set<string>();
+      // What the UI's pending-activity panel shows: the activity and its last heartbeat's details.
+      type Beat = { harness: string; turns: number; commands: number; recent: string[] };
+      const details = await eventually(
+        async (): Promise<Beat | undefined> => {
+          const described = await handle.describe().catch(() => undefined); // the group starts it a moment later
+          if (!described) return undefined;
+          const { raw } = described;
+          const running = (raw.pendingActivities ?? []).find((a) => a.activityType?.name === 'runHarness');
+          const payload = running?.heartbeatDetails?.payloads?.[0]?.data;
+          const beat = payload ? (JSON.parse(Buffer.from(payload).toString('utf8')) as Beat) : undefined;
+          for (const line of beat?.recent ?? []) seen.add(line);
+          return beat;
+        },
+        (beat) => beat !== undefined && beat.commands >= 1,
+        'a heartbeat of the harness run after its first command',
+      );
+      assert.ok(details);
+      assert.equal(details.harness, 'mini-swe-agent');
+      assert.ok([...seen].some((l) => /^turn 1: model answered \(bash\) · new segment$/.test(l)), [...seen].join('\n'));
+      assert.ok([...seen].some((l) => l.startsWith("turn 1: $ printf 'Hello, rollout!") && l.endsWith('→ exit 0')), [...seen].join('\n'));
+      for await (const g of batch.results()) assert.equal(g.rollouts[0]?.reward, 1);
+      // The activity carries its summary in the history (the UI's event list).
+      const history = await handle.fetchHistory();
+      const scheduled = history.events?.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'runHarness');
+      const summary = scheduled?.userMetadata?.summary?.data;
+      assert.match(summary ? Buffer.from(summary).toString('utf8') : '', /agent: mini-swe-agent on scripted-model, sandbox sbx-/);
     } finally {
       await server.close();
     }
