@@ -71,14 +71,18 @@ function groupDetails(input: ResolvedGroupInput): string {
   ].join('\n');
 }
 
-/** A chat template given as a file path is read and checked once, here, and carried as text with its sha256. */
-function withChatTemplate(policy: SubmitBatchOptions['policy']): SubmitBatchOptions['policy'] {
+/** A chat template given as a file path is read and checked once, here, and carried as text with its sha256 (a harness's inference server's too). */
+function withChatTemplate(policy: SubmitBatchOptions['policy'], where = 'policy'): SubmitBatchOptions['policy'] {
+  if (policy.kind === 'harness') {
+    const inference = withChatTemplate(policy.inference, 'policy.inference');
+    return inference.kind === 'openai' ? { ...policy, inference } : policy;
+  }
   const template = policy.kind === 'openai' ? policy.tokens?.chatTemplate : undefined;
   if (policy.kind !== 'openai' || typeof template !== 'string') return policy;
   try {
     return { ...policy, tokens: { ...policy.tokens, chatTemplate: loadChatTemplate(template) } };
   } catch (err) {
-    if (err instanceof ChatTemplateError) throw new BatchInputError(`policy.tokens.chatTemplate: ${err.message}`);
+    if (err instanceof ChatTemplateError) throw new BatchInputError(`${where}.tokens.chatTemplate: ${err.message}`);
     throw err;
   }
 }

@@ -14,6 +14,7 @@ import { harnessOutcome, type HarnessExit } from '../../activities/harness/harne
 import { installedHarness } from '../../activities/harness/harnessInstall.js';
 import { parsePolicy } from '../../client/cli/cliSettings.js';
 import { segmentRanges } from '../../client/export/trainingSample.js';
+import { resolveBatch } from '../../client/submitBatch.js';
 import { ClassifiedError } from '../../shared/failures.js';
 import { GroupInputSchema, harnessProblem, PolicyConfigSchema } from '../../shared/pipeline.js';
 import { policyLabel } from '../../shared/policyLabel.js';
@@ -50,6 +51,16 @@ test('rollout run --policy harness:NAME: the inference server from the openai fl
   assert.throws(() => parsePolicy('harness:mini-swe-agent', { baseUrl: inference.baseUrl, model: 'q', harnessSettings: settings }), /--harness-settings .*mini\.json is not JSON/);
   assert.throws(() => parsePolicy('openai', { baseUrl: inference.baseUrl, model: 'q', harnessSettings: settings }), /--harness-settings is for --policy harness:NAME/);
   assert.throws(() => parsePolicy('agent', {}), /or harness:NAME \(mini-swe-agent\)/);
+});
+
+test("a harness's inference server in token mode pipeline gets its chat template read at submission, as the openai policy's", () => {
+  const dir = mkdtempSync(join(tmpdir(), 'harness-template-'));
+  const template = join(dir, 'template.jinja');
+  writeFileSync(template, "{{ tools | tojson }}\n{% for m in messages %}{{ m.role }}: {{ m.content }}\n{% endfor %}");
+  const root = join(import.meta.dirname, '..', '..');
+  const [group] = resolveBatch({ batchId: 'b', tasks: [join(root, 'examples/tasks/write-greeting')], groupSize: 2, policy: { kind: 'harness', harness: 'mini-swe-agent', inference: { ...inference, tokens: { mode: 'pipeline', chatTemplate: template } } } });
+  const chatTemplate = group?.policy.kind === 'harness' ? group.policy.inference.tokens.chatTemplate : undefined;
+  assert.ok(chatTemplate && typeof chatTemplate === 'object' && /^[0-9a-f]{64}$/.test(chatTemplate.sha256), 'carried as text with its sha256, not as a path the workers cannot read');
 });
 
 test('a harness that is not installed is named with its host and the fix', () => {
