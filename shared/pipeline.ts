@@ -124,7 +124,8 @@ export const OpenAIPolicySchema = z
   });
 
 /** The published agent harnesses the `harness` policy runs, and the version each is pinned to (activities/harness/). */
-export const HARNESS_VERSIONS = { 'mini-swe-agent': '2.4.6' } as const;
+/** terminus-2 is Harbor's agent; its version is the `harbor` package's. */
+export const HARNESS_VERSIONS = { 'mini-swe-agent': '2.4.6', 'terminus-2': '0.25.0' } as const;
 export type HarnessName = keyof typeof HARNESS_VERSIONS;
 export const HARNESS_NAMES = Object.keys(HARNESS_VERSIONS) as HarnessName[];
 

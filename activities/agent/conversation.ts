@@ -76,7 +76,7 @@ export interface ToolTurnRecord {
   /** Taken over from an earlier attempt (failurePolicy.resume 'replay'): how its replay into this attempt's sandbox went. */
   restored?: { fromAttempt: number; fromRollout?: string; replayExitCode: number | null; replayMs: number; drift: boolean };
   /** A command a harness ran (policy kind harness) through the sandbox bridge: where it asked it to run. */
-  harnessExec?: { cwd?: string; env?: string[] };
+  harnessExec?: { cwd?: string; env?: string[]; beforeFirstCall?: boolean };
 }
 
 export const metaName = (attempt: number): string => `${attemptPrefix(attempt)}meta.json`;

@@ -45,7 +45,7 @@ export async function runBridgedCommand(
   handle: SandboxHandle,
   c: BridgedCommand,
   limits: CommandLimits,
-  where: { turn: number; callIndex: number; key: string },
+  where: { turn: number; callIndex: number; key: string; beforeFirstCall?: boolean },
   signal?: AbortSignal,
 ): Promise<{ record: ToolTurnRecord; reply: Record<string, unknown> }> {
   const timeoutSec = Math.min(c.timeoutSec ?? limits.commandTimeoutSec, limits.commandTimeoutSec, Math.max(1, limits.remainingMs / 1000));
@@ -73,7 +73,7 @@ export async function runBridgedCommand(
     durationMs,
     malformed: false,
     clock: { stepStartedAt, callStartedAt: stepStartedAt, callEndedAt: stepStartedAt + durationMs },
-    harnessExec: { ...(c.cwd ? { cwd: c.cwd } : {}), ...(Object.keys(c.env).length > 0 ? { env: Object.keys(c.env) } : {}) },
+    harnessExec: { ...(c.cwd ? { cwd: c.cwd } : {}), ...(Object.keys(c.env).length > 0 ? { env: Object.keys(c.env) } : {}), ...(where.beforeFirstCall ? { beforeFirstCall: true } : {}) },
   };
   return { record, reply: { stdout: r.stdout, stderr: r.stderr, exitCode: r.exitCode, timedOut: r.timedOut } };
 }

@@ -130,7 +130,8 @@ export async function runHarness(deps: HarnessDeps, input: HarnessRunInput): Pro
         }
         await deps.store.put(trajectoryRef, policyName(attempt, turn), captured.record);
         state.turns = turn + 1;
-        state.turnCommands = 0;
+        // Commands the harness ran before its first call (its set-up) stay turn 0's, numbered before that turn's own.
+        if (turn > 0) state.turnCommands = 0;
         state.tokens.push(tokens);
         state.previousTokens = captured.record.turnTokens;
         const calls = captured.record.assistant.tool_calls?.map((c) => c.function.name).join(', ');
@@ -167,7 +168,7 @@ export async function runHarness(deps: HarnessDeps, input: HarnessRunInput): Pro
     const callIndex = state.turnCommands++;
     const key = toolName(attempt, turn, callIndex);
     try {
-      const { record, reply } = await runBridgedCommand(deps.provider, input.handle, command, { workdir: input.workdir, commandTimeoutSec: group.limits.commandTimeoutSec, maxOutputBytes: group.limits.maxOutputBytes, remainingMs: deadline - Date.now() }, { turn, callIndex, key }, signal);
+      const { record, reply } = await runBridgedCommand(deps.provider, input.handle, command, { workdir: input.workdir, commandTimeoutSec: group.limits.commandTimeoutSec, maxOutputBytes: group.limits.maxOutputBytes, remainingMs: deadline - Date.now() }, { turn, callIndex, key, beforeFirstCall: state.turns === 0 }, signal);
       await deps.store.put(trajectoryRef, key, record);
       state.commands++;
       remember(state, `turn ${turn}: $ ${command.command.replace(/\s+/g, ' ')} → ${record.timedOut ? 'timed out' : `exit ${record.exitCode}`}`);
@@ -189,6 +190,7 @@ export async function runHarness(deps: HarnessDeps, input: HarnessRunInput): Pro
       workdir: input.workdir,
       commandTimeoutSec: group.limits.commandTimeoutSec,
       stepLimit: group.limits.maxTurns,
+      maxTokens: policy.inference.sampling.max_tokens,
       settings: policy.settings,
       trajectoryPath: join(runDir, 'trajectory.json'),
       resultPath: join(runDir, 'result.json'),

@@ -75,8 +75,8 @@ export class OpenAIPolicy implements PolicyClient {
     const body: Record<string, unknown> = {
       model: this.config.model,
       messages: wireMessages(request.messages),
-      tools: request.tools,
-      tool_choice: 'auto',
+      // A harness that reads its actions from the text (terminus-2) sends no tools: none are offered then.
+      ...(request.tools.length > 0 ? { tools: request.tools, tool_choice: 'auto' } : {}),
       ...sent.body,
       ...(sampling.logprobs ? { logprobs: true } : {}),
       ...route?.body,

@@ -32,14 +32,15 @@ import { rolloutWorkflowId } from '../../shared/names.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const examples = join(root, 'examples/tasks');
-const skipWithoutHarness: string | false = (() => {
+function skipWithout(harness: string): string | false {
   try {
-    installedHarness('mini-swe-agent', 'this host');
+    installedHarness(harness, 'this host');
     return false;
   } catch (err) {
-    return `needs mini-swe-agent installed: ${(err as Error).message}`;
+    return `needs ${harness} installed: ${(err as Error).message}`;
   }
-})();
+}
+const skipWithoutHarness = skipWithout('mini-swe-agent');
 
 let h: Harness;
 let seq = 0;
@@ -228,6 +229,34 @@ describe('the harness policy: mini-swe-agent drives the sandboxes, every model c
         if (saved === undefined) delete process.env.ROLLOUT_HARNESS_HOME;
         else process.env.ROLLOUT_HARNESS_HOME = saved;
       }
+      assert.deepEqual(await h.provider.list(), [], 'every sandbox was torn down');
+    } finally {
+      await server.close();
+    }
+  });
+
+  test("Harbor's terminus-2 drives the sandbox's tmux through the bridge; its calls are captured, its completion confirmed", { skip: skipWithout('terminus-2') }, async () => {
+    // terminus-2 reads a JSON answer from the text (no tools); it asks to confirm a first task_complete.
+    const answer = (commands: { keystrokes: string; duration: number }[], done: boolean): string => JSON.stringify({ analysis: 'a', plan: 'p', commands, task_complete: done });
+    const terminus: Script = (_req, assistantTurns) => ({ content: assistantTurns === 0 ? answer([{ keystrokes: `${GREETING}\n`, duration: 0.5 }], false) : answer([], true) });
+    const server = await startScriptedOpenAIServer(terminus, { tokens: scriptedTokens().tokens });
+    try {
+      const policy: PolicyConfig = { kind: 'harness', harness: 'terminus-2', inference: { kind: 'openai', baseUrl: server.baseUrl, model: 'scripted-model', sampling: { temperature: 1, max_tokens: 512 } } };
+      const { batchId, groups } = await run({ tasks: [join(examples, 'write-greeting')], groupSize: 1, minValid: 1, policy, limits: { maxTurns: 6 } });
+      const [r] = only(groups);
+      assert.ok(r);
+      assert.deepEqual([r.outcomeClass, r.outcomeType, r.reward], ['ok', 'submitted', 1], JSON.stringify(r.attemptHistory));
+      assert.equal(r.tokenIntegrity?.status, 'ok');
+      const [attempt] = await loadTrajectory(h.store, r.trajectoryRef);
+      assert.equal(attempt?.turns.length, 3, 'the commands, task_complete, and its confirmation');
+      assert.ok(server.requests.every((q) => q.tools === undefined), 'no tools offered: terminus-2 sends none');
+      // Its commands are tmux keystrokes sent through the bridge into the sandbox.
+      const commands = (attempt?.turns ?? []).flatMap((t) => t.tools.map((c) => (JSON.parse(c.arguments) as { command: string }).command));
+      assert.ok(commands.some((c) => c.includes('tmux new-session')), commands.join('\n'));
+      assert.ok(commands.some((c) => c.includes('tmux send-keys') && c.includes('Hello, rollout!')), commands.join('\n'));
+      const samples = join(mkdtempSync(join(tmpdir(), 'terminus-export-')), 'samples.jsonl');
+      await exportBatch(h.client, h.store, batchId, samples);
+      for (const sample of readJsonl(samples)) assert.deepEqual(sampleProblems(sample), []);
       assert.deepEqual(await h.provider.list(), [], 'every sandbox was torn down');
     } finally {
       await server.close();

@@ -26,7 +26,7 @@ const issues = (input: unknown): string => {
 };
 
 test('the harness policy: an unknown harness and another version are refused with the fix', () => {
-  assert.match(issues({ kind: 'harness', harness: 'openhands', inference }), /harness: unknown harness "openhands"; the harnesses are mini-swe-agent\. Fix: set policy\.harness/);
+  assert.match(issues({ kind: 'harness', harness: 'openhands', inference }), /harness: unknown harness "openhands"; the harnesses are mini-swe-agent, terminus-2\. Fix: set policy\.harness/);
   assert.match(issues({ kind: 'harness', harness: 'mini-swe-agent', version: '2.5.0', inference }), /version: mini-swe-agent 2\.5\.0 is not the version this pipeline runs \(2\.4\.6\)/);
   const ok = PolicyConfigSchema.parse({ kind: 'harness', harness: 'mini-swe-agent', version: '2.4.6', inference });
   assert.equal(policyLabel(ok), 'mini-swe-agent:qwen');
@@ -50,7 +50,7 @@ test('rollout run --policy harness:NAME: the inference server from the openai fl
   writeFileSync(settings, 'step_limit: 5');
   assert.throws(() => parsePolicy('harness:mini-swe-agent', { baseUrl: inference.baseUrl, model: 'q', harnessSettings: settings }), /--harness-settings .*mini\.json is not JSON/);
   assert.throws(() => parsePolicy('openai', { baseUrl: inference.baseUrl, model: 'q', harnessSettings: settings }), /--harness-settings is for --policy harness:NAME/);
-  assert.throws(() => parsePolicy('agent', {}), /or harness:NAME \(mini-swe-agent\)/);
+  assert.throws(() => parsePolicy('agent', {}), /or harness:NAME \(mini-swe-agent, terminus-2\)/);
 });
 
 test("a harness's inference server in token mode pipeline gets its chat template read at submission, as the openai policy's", () => {
