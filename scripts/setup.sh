@@ -8,7 +8,7 @@
 #         and the real Temporal server
 #   cluster  run's steps, then PostgreSQL and the real Temporal server (`rollout cluster up`)
 #   harness model's steps, then the published agent harnesses the `harness` policy runs, each in its
-#         cached venv (mini-swe-agent; python/harness_bridge/requirements/)
+#         cached venv (mini-swe-agent; terminus-2 on a CPython 3.12 built once from source; tmux)
 #   train model's steps, then the trainer's venv (torch, transformers; python/trainer) and llama.cpp's
 #         LoRA converter (npm run demo:train)
 # Each step is one `scripts/ensure-*.sh`; setup prints its name and duration on stderr,

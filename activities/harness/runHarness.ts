@@ -11,7 +11,6 @@
  * attempt's model outcome (harnessOutcome.ts); an inference server or sandbox that failed under the
  * harness is thrown as infra with the harness's stderr tail as evidence.
  */
-import { spawn } from 'node:child_process';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -30,7 +29,8 @@ import { readBridgedCommand, runBridgedCommand } from './bridgedCommand.js';
 import { openaiError, startCaptureEndpoint, type EndpointReply } from './captureEndpoint.js';
 import { captureCall, chatCompletion, clientFailure, readHarnessRequest } from './capturedCall.js';
 import { harnessOutcome, type HarnessEnd } from './harnessOutcome.js';
-import { HARNESS_BRIDGE_DIR, installedHarness } from './harnessInstall.js';
+import { installedHarness } from './harnessInstall.js';
+import { startHarnessProcess, type HarnessExitStatus } from './harnessProcess.js';
 
 export interface HarnessRunInput {
   handle: SandboxHandle;
@@ -69,7 +69,6 @@ export interface HarnessDeps {
 
 /** Infra trouble from the inference server is retried here this often before the run is given up (the harness retries on its own too). */
 const INFERENCE_TRIES = 3;
-const STDERR_TAIL_BYTES = 4096;
 const KILL_GRACE_MS = 5000;
 
 /** Tells a harness's exit apart: what the run saw decides before the harness's own account. */
@@ -109,7 +108,14 @@ export async function runHarness(deps: HarnessDeps, input: HarnessRunInput): Pro
   const state: RunState = { turns: 0, commands: 0, turnCommands: 0, tokens: [], segmentStarts: [], previousTokens: undefined, stopped: null, sawContextOverflow: false, recent: [] };
   let stopHarness: (why: HarnessEnd | ClassifiedError) => void = () => undefined;
 
-  const chat = async (body: Record<string, unknown>): Promise<EndpointReply> => {
+  // One model call at a time: each is the next turn, built on the one before it.
+  let calls: Promise<unknown> = Promise.resolve();
+  const chat = (body: Record<string, unknown>): Promise<EndpointReply> => {
+    const next = calls.then(() => chatCall(body));
+    calls = next.catch(() => undefined);
+    return next;
+  };
+  const chatCall = async (body: Record<string, unknown>): Promise<EndpointReply> => {
     if (state.stopped) return openaiError(503, 'this rollout has ended', 'server_error');
     const request = readHarnessRequest(body);
     if (typeof request === 'string') return openaiError(400, request);
@@ -196,45 +202,8 @@ export async function runHarness(deps: HarnessDeps, input: HarnessRunInput): Pro
       resultPath: join(runDir, 'result.json'),
     };
     await writeFile(join(runDir, 'run.json'), JSON.stringify(run));
-    const child = spawn(harness.python, ['-m', harness.module, join(runDir, 'run.json')], {
-      cwd: runDir,
-      detached: true, // its own process group: stopping the harness stops what it started
-      stdio: ['ignore', 'pipe', 'pipe'],
-      env: {
-        PATH: process.env.PATH ?? '/usr/bin:/bin',
-        HOME: runDir,
-        PYTHONPATH: HARNESS_BRIDGE_DIR,
-        PYTHONDONTWRITEBYTECODE: '1',
-        PYTHONUNBUFFERED: '1',
-        LITELLM_LOCAL_MODEL_COST_MAP: 'True',
-        MSWEA_GLOBAL_CONFIG_DIR: join(runDir, 'config'),
-        MSWEA_SILENT_STARTUP: '1',
-        // The capture endpoint retries the inference server itself; the harness's own retries only add waiting.
-        MSWEA_MODEL_RETRY_STOP_AFTER_ATTEMPT: '2',
-        ROLLOUT_SANDBOX_BRIDGE: endpoint.bridge,
-        NO_PROXY: '127.0.0.1,localhost',
-        no_proxy: '127.0.0.1,localhost',
-      },
-    });
-    let stderrTail = '';
-    child.stderr.on('data', (chunk: Buffer) => {
-      stderrTail = (stderrTail + chunk.toString('utf8')).slice(-STDERR_TAIL_BYTES);
-    });
-    child.stdout.on('data', (chunk: Buffer) => {
-      // Nothing of it is the harness's answer (that is the result file); kept with stderr as context.
-      stderrTail = (stderrTail + chunk.toString('utf8')).slice(-STDERR_TAIL_BYTES);
-    });
-    const killGroup = (sig: NodeJS.Signals): void => {
-      try {
-        if (child.pid !== undefined) process.kill(-child.pid, sig);
-      } catch {
-        // already gone
-      }
-    };
-    const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve, reject) => {
-      child.once('error', reject);
-      child.once('exit', (code, sig) => resolve({ code, signal: sig }));
-    });
+    const child = startHarnessProcess(harness, runDir, join(runDir, 'run.json'), endpoint.bridge);
+    const killGroup = child.signalGroup;
     stopHarness = (why) => {
       if (state.stopped) return;
       state.stopped = why;
@@ -246,9 +215,9 @@ export async function runHarness(deps: HarnessDeps, input: HarnessRunInput): Pro
     const onAbort = (): void => stopHarness(new ClassifiedError('infra', 'worker_lost', 'the harness run was cancelled'));
     signal?.addEventListener('abort', onAbort);
     const beat = context ? setInterval(() => context.heartbeat({ harness: harness.name, turns: state.turns, commands: state.commands, recent: state.recent }), 2000) : undefined;
-    let exit: { code: number | null; signal: NodeJS.Signals | null };
+    let exit: HarnessExitStatus;
     try {
-      exit = await exited;
+      exit = await child.exited;
     } finally {
       clearTimeout(budget);
       if (beat) clearInterval(beat);
@@ -259,7 +228,7 @@ export async function runHarness(deps: HarnessDeps, input: HarnessRunInput): Pro
     const result = await readFile(run.resultPath, 'utf8').then((t) => JSON.parse(t) as { exitStatus?: string | null; error?: string }, () => undefined);
     const trajectory = await readFile(run.trajectoryPath, 'utf8').then((t) => JSON.parse(t) as unknown, () => undefined);
     if (trajectory !== undefined) await deps.store.put(trajectoryRef, `${attemptPrefix(attempt)}harness-trajectory.json`, trajectory);
-    const outcome = harnessOutcome({ harness: harness.name, exitCode: exit.code, exitSignal: exit.signal, exitStatus: result?.exitStatus ?? null, error: result?.error, stderrTail, turns: state.turns, stopped: state.stopped, sawContextOverflow: state.sawContextOverflow });
+    const outcome = harnessOutcome({ harness: harness.name, exitCode: exit.code, exitSignal: exit.signal, exitStatus: result?.exitStatus ?? null, error: result?.error, stderrTail: child.outputTail(), turns: state.turns, stopped: state.stopped, sawContextOverflow: state.sawContextOverflow });
     await deps.store.put(trajectoryRef, `${attemptPrefix(attempt)}harness.json`, {
       harness: harness.name,
       version: harness.version,
@@ -271,7 +240,7 @@ export async function runHarness(deps: HarnessDeps, input: HarnessRunInput): Pro
       commands: state.commands,
       segmentStarts: state.segmentStarts,
       end: outcome instanceof ClassifiedError ? outcome.toFailure() : outcome,
-      stderrTail,
+      stderrTail: child.outputTail(),
     });
     log.info({ turns: state.turns, commands: state.commands, exitCode: exit.code, exitStatus: result?.exitStatus }, 'harness run ended');
     if (outcome instanceof ClassifiedError) throw outcome;

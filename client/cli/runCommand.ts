@@ -29,9 +29,10 @@ import { openClientThroughOutage } from '../outage/openClient.js';
 export const runUsage = `rollout run --tasks DIR... [--group-size N] [--policy P] [--batch-id ID] [options]
   --tasks        task directories, or directories of tasks (repeatable)
   --group-size   rollouts per task (default 4)
-  --policy       scripted:mixed (default), scripted:oracle, scripted:noop, scripted:stall, openai, or
-                 harness:mini-swe-agent (a published harness drives the sandbox, its model calls captured;
-                 docs/harnesses.md); scripted:adversarial runs the escape suite (with --group-size 8)
+  --policy       scripted:mixed (default), scripted:oracle, scripted:noop, scripted:stall, openai,
+                 harness:mini-swe-agent or harness:terminus-2 (a published harness drives the sandbox,
+                 its model calls captured; docs/harnesses.md); scripted:adversarial runs the escape
+                 suite (with --group-size 8, every attempt once)
   --base-url, --model, --temperature, --seed, --api-key-env   for --policy openai (and a harness's inference server)
   --harness-settings FILE   with --policy harness:NAME: the harness's own settings (JSON)
   --max-tokens N            tokens per turn (default 1024)

@@ -1,5 +1,5 @@
 /**
- * The `harness` policy: mini-swe-agent as published on PyPI (its cached venv from
+ * The `harness` policy: mini-swe-agent and Harbor's terminus-2 as published on PyPI (cached venvs from
  * scripts/ensure-harnesses.sh), unmodified, drives real sandboxes through the bridge while every
  * model call goes through the capture endpoint to an inference server and is recorded as a turn.
  * The scripted OpenAI endpoint (with vLLM-style token ids) is the fault injector: an answer the
@@ -92,7 +92,7 @@ const only = (groups: GroupResult[]): RolloutResult[] => {
   return groups[0]?.rollouts ?? [];
 };
 
-describe('the harness policy: mini-swe-agent drives the sandboxes, every model call captured', { timeout: 1_800_000, skip: skipWithoutHarness }, () => {
+describe('the harness policy: published harnesses drive the sandboxes, every model call captured', { timeout: 1_800_000, skip: skipWithoutHarness }, () => {
   test('a dropped answer starts a new training segment; the export has one sample per segment, each exact', async () => {
     const ids = scriptedTokens();
     const server = await startScriptedOpenAIServer(unreadableThenSolve, { tokens: ids.tokens });
@@ -272,33 +272,37 @@ describe('the harness policy: mini-swe-agent drives the sandboxes, every model c
       await llama?.stop();
     });
 
-    test('a batch on the sample tasks: every call captured with ids, every rollout scored or classified, every sandbox torn down', async () => {
-      const settings = { agent: { step_limit: 3 } };
-      const policy = miniOn(llama.baseUrl, TEST_MODEL_NAME, settings);
-      if (policy.kind === 'harness') policy.inference = { ...policy.inference, kind: 'openai', requestTimeoutMs: 240_000, toolCallParser: ['server', 'fenced-json', 'hermes-tags', 'bare-json'] };
-      const { batchId, groups } = await run({ tasks: [join(examples, 'write-greeting'), join(examples, 'fix-median')], groupSize: 1, minValid: 1, policy, limits: { maxTurns: 3 } });
-      assert.equal(groups.length, 2);
+    test('both harnesses at once on the sample tasks: every call captured with ids, every rollout scored or classified, every sandbox torn down', { skip: skipWithout('terminus-2') }, async () => {
+      const inference = { kind: 'openai' as const, baseUrl: llama.baseUrl, model: TEST_MODEL_NAME, sampling: { temperature: 0.7, seed: 1, max_tokens: 256 }, requestTimeoutMs: 240_000, toolCallParser: ['server' as const, 'fenced-json' as const, 'hermes-tags' as const, 'bare-json' as const] };
+      const batches = await Promise.all([
+        run({ tasks: [join(examples, 'write-greeting'), join(examples, 'fix-median')], groupSize: 1, minValid: 1, policy: { kind: 'harness', harness: 'mini-swe-agent', inference }, limits: { maxTurns: 3 } }),
+        run({ tasks: [join(examples, 'write-greeting')], groupSize: 1, minValid: 1, policy: { kind: 'harness', harness: 'terminus-2', inference }, limits: { maxTurns: 3 } }),
+      ]);
       const seen: string[] = [];
-      for (const g of groups)
-        for (const r of g.rollouts) {
-          const label = `${r.workflowId}: ${r.outcomeClass}/${r.outcomeType} ${JSON.stringify(r.attemptHistory.map((a) => a.message))}`;
-          assert.ok(r.outcomeClass === 'ok' || r.outcomeClass === 'model', `scored: ${label}`);
-          assert.equal(typeof r.reward, 'number', label);
-          const attempts = await loadTrajectory(h.store, r.trajectoryRef);
-          const turns = attempts.at(-1)?.turns ?? [];
-          assert.ok(turns.length >= 1 && turns.length <= 3, `1 to 3 captured calls: ${label}`);
-          for (const t of turns) {
-            assert.ok(t.policy.turnTokens && 'promptIds' in t.policy.turnTokens && t.policy.turnTokens.completionIds.length > 0, `ids on every call: ${label}`);
-            assert.match(t.policy.model, /\.gguf$/, 'answered by llama.cpp');
-            seen.push(`${g.taskId}#${r.index} turn ${t.policy.turn}: ${t.tools.length} commands, calls ${JSON.stringify(t.policy.assistant.tool_calls?.map((c) => c.function.arguments.slice(0, 80)))}`);
+      for (const [k, { batchId, groups }] of batches.entries()) {
+        const harness = k === 0 ? 'mini-swe-agent' : 'terminus-2';
+        for (const g of groups)
+          for (const r of g.rollouts) {
+            const label = `${harness} ${r.workflowId}: ${r.outcomeClass}/${r.outcomeType} ${JSON.stringify(r.attemptHistory.map((a) => a.message))}`;
+            assert.ok(r.outcomeClass === 'ok' || r.outcomeClass === 'model', `scored: ${label}`);
+            assert.equal(typeof r.reward, 'number', label);
+            const attempts = await loadTrajectory(h.store, r.trajectoryRef);
+            const turns = attempts.at(-1)?.turns ?? [];
+            assert.ok(turns.length >= 1 && turns.length <= 3, `1 to 3 captured calls: ${label}`);
+            for (const t of turns) {
+              assert.ok(t.policy.turnTokens && 'promptIds' in t.policy.turnTokens && t.policy.turnTokens.completionIds.length > 0, `ids on every call: ${label}`);
+              assert.match(t.policy.model, /\.gguf$/, 'answered by llama.cpp');
+              seen.push(`${harness} ${g.taskId} turn ${t.policy.turn}: ${t.tools.length} commands, ${t.policy.segmentStart ? 'new segment, ' : ''}answer ${JSON.stringify((t.policy.assistant.content ?? '').slice(0, 60))}`);
+            }
+            seen.push(`${harness} ${g.taskId}: ${r.outcomeType} reward ${r.reward}`);
           }
-        }
-      console.log(`harness on the real model: ${groups.map((g) => `${g.taskId} ${g.rollouts.map((r) => `${r.outcomeType}:${r.reward}`).join(',')}`).join('; ')}\n${seen.join('\n')}`);
-      const out = join(mkdtempSync(join(tmpdir(), 'harness-real-')), 'samples.jsonl');
-      const report = await exportBatch(h.client, h.store, batchId, out);
-      const samples = readJsonl(out);
-      for (const s of samples) assert.deepEqual(sampleProblems(s), []);
-      assert.equal(new Set([...samples.map((x) => x.rollout_id), ...report.excluded.map((x) => x.rollout_id)]).size, 2, 'every rollout exported or excluded with why');
+        const out = join(mkdtempSync(join(tmpdir(), 'harness-real-')), 'samples.jsonl');
+        const report = await exportBatch(h.client, h.store, batchId, out);
+        const samples = readJsonl(out);
+        for (const sample of samples) assert.deepEqual(sampleProblems(sample), []);
+        assert.equal(new Set([...samples.map((x) => x.rollout_id), ...report.excluded.map((x) => x.rollout_id)]).size, groups.length, `${harness}: every rollout exported or excluded with why`);
+      }
+      console.log(`harnesses on the real model:\n${seen.join('\n')}`);
       assert.deepEqual(await h.provider.list(), [], 'every sandbox was torn down');
     });
   });
