@@ -22,6 +22,8 @@ export interface ChatRequest {
 }
 
 export interface ScriptedReply {
+  /** Answer this request with an error instead (e.g. llama.cpp's 400 for a prompt past the context). */
+  error?: { status: number; message: string };
   content?: string | null;
   toolCalls?: { name: string; arguments: string | Record<string, unknown> }[];
 }
@@ -127,6 +129,10 @@ export async function startScriptedOpenAIServer(script: Script, options: Scripte
       }
       const turn = request.messages.filter((m) => m.role === 'assistant').length;
       const reply = script(request, turn);
+      if (reply.error) {
+        res.writeHead(reply.error.status, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { code: reply.error.status, message: reply.error.message } }));
+        return;
+      }
       const toolCalls = (reply.toolCalls ?? []).map((c, i) => ({
         id: `call_${++counter}_${i}`,
         type: 'function',

@@ -263,6 +263,46 @@ describe('the harness policy: published harnesses drive the sandboxes, every mod
     }
   });
 
+  test("terminus-2 summarizes when the context overflows: its history is rewritten, and each stretch of it is its own training sample", { skip: skipWithout('terminus-2') }, async () => {
+    const answer = (commands: { keystrokes: string; duration: number }[], done: boolean): string => JSON.stringify({ analysis: 'a', plan: 'p', commands, task_complete: done });
+    let overflowed = false;
+    // Its second call overflows once (llama.cpp's words); the summary, questions, answers and everything after get answers.
+    const script: Script = (_req, assistantTurns) => {
+      if (assistantTurns === 0) return { content: answer([{ keystrokes: `${GREETING}\n`, duration: 0.5 }], false) };
+      if (!overflowed) {
+        overflowed = true;
+        return { error: { status: 400, message: 'the request exceeds the available context size, try increasing it' } };
+      }
+      return { content: answer([], true) };
+    };
+    const server = await startScriptedOpenAIServer(script, { tokens: scriptedTokens().tokens });
+    try {
+      const policy: PolicyConfig = { kind: 'harness', harness: 'terminus-2', inference: { kind: 'openai', baseUrl: server.baseUrl, model: 'scripted-model', sampling: { max_tokens: 512 } } };
+      const { batchId, groups } = await run({ tasks: [join(examples, 'write-greeting')], groupSize: 1, minValid: 1, policy, limits: { maxTurns: 12 } });
+      const [r] = only(groups);
+      assert.ok(r && overflowed);
+      assert.equal(r.reward, 1, JSON.stringify(r.attemptHistory));
+      const starts = r.tokenIntegrity?.segmentStarts ?? [];
+      assert.equal(r.tokenIntegrity?.status, 'ok');
+      // Harbor 0.25.0's summary: the summary call extends the (unwound) conversation; the questions call starts
+      // afresh, the answers call and the handed-off conversation are each rewritten; the confirmation extends that.
+      assert.deepEqual([r.tokenIntegrity?.turns, starts], [6, [2, 3, 4]], 'turn 0, summary, questions, answers, handoff, confirmation');
+      const out = join(mkdtempSync(join(tmpdir(), 'terminus-segments-')), 'samples.jsonl');
+      await exportBatch(h.client, h.store, batchId, out);
+      const samples = readJsonl(out);
+      assert.equal(samples.length, starts.length + 1, 'one sample per segment');
+      const turns = r.tokenIntegrity?.turns ?? 0;
+      assert.deepEqual(samples.map((x) => x.segment_turns), [0, ...starts].map((start, k) => [start, [...starts, turns][k]]));
+      for (const sample of samples) {
+        assert.deepEqual(sampleProblems(sample), []);
+        assert.ok(sample.loss_mask.some((m) => m === 1), 'every segment holds generated tokens');
+        assert.equal(sample.reward, 1);
+      }
+    } finally {
+      await server.close();
+    }
+  });
+
   describe('against the real model', { skip: skipWithoutModel }, () => {
     let llama: RunningLlamaServer;
     before(async () => {
