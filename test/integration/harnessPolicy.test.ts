@@ -316,11 +316,13 @@ describe('the harness policy: published harnesses drive the sandboxes, every mod
       const inference = { kind: 'openai' as const, baseUrl: llama.baseUrl, model: TEST_MODEL_NAME, sampling: { temperature: 0.7, seed: 1, max_tokens: 256 }, requestTimeoutMs: 240_000, toolCallParser: ['server' as const, 'fenced-json' as const, 'hermes-tags' as const, 'bare-json' as const] };
       const batches = await Promise.all([
         run({ tasks: [join(examples, 'write-greeting'), join(examples, 'fix-median')], groupSize: 1, minValid: 1, policy: { kind: 'harness', harness: 'mini-swe-agent', inference }, limits: { maxTurns: 3 } }),
-        run({ tasks: [join(examples, 'write-greeting')], groupSize: 1, minValid: 1, policy: { kind: 'harness', harness: 'terminus-2', inference }, limits: { maxTurns: 3 } }),
+        // fix-median's 300 s agent budget: terminus-2's first prompt waits behind mini-swe-agent's two on a 2-slot server.
+        run({ tasks: [join(examples, 'fix-median')], groupSize: 1, minValid: 1, policy: { kind: 'harness', harness: 'terminus-2', inference }, limits: { maxTurns: 3 } }),
       ]);
       const seen: string[] = [];
       for (const [k, { batchId, groups }] of batches.entries()) {
         const harness = k === 0 ? 'mini-swe-agent' : 'terminus-2';
+        let captured = 0;
         for (const g of groups)
           for (const r of g.rollouts) {
             const label = `${harness} ${r.workflowId}: ${r.outcomeClass}/${r.outcomeType} ${JSON.stringify(r.attemptHistory.map((a) => a.message))}`;
@@ -328,7 +330,9 @@ describe('the harness policy: published harnesses drive the sandboxes, every mod
             assert.equal(typeof r.reward, 'number', label);
             const attempts = await loadTrajectory(h.store, r.trajectoryRef);
             const turns = attempts.at(-1)?.turns ?? [];
-            assert.ok(turns.length >= 1 && turns.length <= 3, `1 to 3 captured calls: ${label}`);
+            // A rollout whose time ran out while its first call waited for the server has none (write-greeting: 120 s).
+            assert.ok(turns.length <= 3 && (turns.length >= 1 || r.outcomeType === 'agent_timeout'), `1 to 3 captured calls: ${label}`);
+            captured += turns.length;
             for (const t of turns) {
               assert.ok(t.policy.turnTokens && 'promptIds' in t.policy.turnTokens && t.policy.turnTokens.completionIds.length > 0, `ids on every call: ${label}`);
               assert.match(t.policy.model, /\.gguf$/, 'answered by llama.cpp');
@@ -336,6 +340,7 @@ describe('the harness policy: published harnesses drive the sandboxes, every mod
             }
             seen.push(`${harness} ${g.taskId}: ${r.outcomeType} reward ${r.reward}`);
           }
+        assert.ok(captured >= 1, `${harness}: its calls reached the model and were captured`);
         const out = join(mkdtempSync(join(tmpdir(), 'harness-real-')), 'samples.jsonl');
         const report = await exportBatch(h.client, h.store, batchId, out);
         const samples = readJsonl(out);
