@@ -56,6 +56,8 @@ export interface HarnessRunOutput {
   end: HarnessEnd | null;
   exitStatus: string | null;
   exitCode: number | null;
+  /** Each captured call and each command, one line each (`turn 2: $ ls -la → exit 0`): what the Web UI shows of the run. */
+  log: string[];
 }
 
 export interface HarnessDeps {
@@ -84,11 +86,19 @@ interface RunState {
   stopped: HarnessEnd | ClassifiedError | null;
   sawContextOverflow: boolean;
   recent: string[];
+  /** Every line of `recent`, for the activity's result (the Web UI shows it once the run ended), up to LOG_LINES. */
+  log: string[];
 }
 
+/** Lines of a run kept in its result; past them the result says how many more there were. */
+const LOG_LINES = 400;
+
 function remember(state: RunState, line: string): void {
-  state.recent.push(line.length > 160 ? `${line.slice(0, 157)}...` : line);
+  const short = line.length > 160 ? `${line.slice(0, 157)}...` : line;
+  state.recent.push(short);
   if (state.recent.length > 8) state.recent.shift();
+  if (state.log.length < LOG_LINES) state.log.push(short);
+  else if (state.log.length === LOG_LINES) state.log.push('... (the trajectory has every call and command: rollout show)');
 }
 
 export async function runHarness(deps: HarnessDeps, input: HarnessRunInput): Promise<HarnessRunOutput> {
@@ -104,8 +114,11 @@ export async function runHarness(deps: HarnessDeps, input: HarnessRunInput): Pro
     context = undefined; // outside an activity (a test): no heartbeats
   }
   const signal = context?.cancellationSignal;
+  // Ends what the harness left in flight (a command still running, a model call) once the run is over.
+  const runOver = new AbortController();
+  const inFlight = signal ? AbortSignal.any([signal, runOver.signal]) : runOver.signal;
   const deadline = Date.now() + input.remainingMs;
-  const state: RunState = { turns: 0, commands: 0, turnCommands: 0, tokens: [], segmentStarts: [], previousTokens: undefined, stopped: null, sawContextOverflow: false, recent: [] };
+  const state: RunState = { turns: 0, commands: 0, turnCommands: 0, tokens: [], segmentStarts: [], previousTokens: undefined, stopped: null, sawContextOverflow: false, recent: [], log: [] };
   let stopHarness: (why: HarnessEnd | ClassifiedError) => void = () => undefined;
 
   // One model call at a time: each is the next turn, built on the one before it.
@@ -126,7 +139,7 @@ export async function runHarness(deps: HarnessDeps, input: HarnessRunInput): Pro
     }
     for (let tryNo = 1; ; tryNo++) {
       try {
-        const captured = await captureCall(request, { client: deps.client, task: deps.task, rolloutIndex: input.index, attempt, turn, sessionKey: trajectoryRef, policyVersion: input.policyVersion, previousTokens: state.previousTokens, ...(signal ? { signal } : {}) });
+        const captured = await captureCall(request, { client: deps.client, task: deps.task, rolloutIndex: input.index, attempt, turn, sessionKey: trajectoryRef, policyVersion: input.policyVersion, previousTokens: state.previousTokens, signal: inFlight });
         let tokens = captured.tokens;
         if (tokens.status === 'broken') {
           // The harness rewrote its history (a summary, a dropped reply): a new segment starts here, by design.
@@ -174,7 +187,7 @@ export async function runHarness(deps: HarnessDeps, input: HarnessRunInput): Pro
     const callIndex = state.turnCommands++;
     const key = toolName(attempt, turn, callIndex);
     try {
-      const { record, reply } = await runBridgedCommand(deps.provider, input.handle, command, { workdir: input.workdir, commandTimeoutSec: group.limits.commandTimeoutSec, maxOutputBytes: group.limits.maxOutputBytes, remainingMs: deadline - Date.now() }, { turn, callIndex, key, beforeFirstCall: state.turns === 0 }, signal);
+      const { record, reply } = await runBridgedCommand(deps.provider, input.handle, command, { workdir: input.workdir, commandTimeoutSec: group.limits.commandTimeoutSec, maxOutputBytes: group.limits.maxOutputBytes, remainingMs: deadline - Date.now() }, { turn, callIndex, key, beforeFirstCall: state.turns === 0 }, inFlight);
       await deps.store.put(trajectoryRef, key, record);
       state.commands++;
       remember(state, `turn ${turn}: $ ${command.command.replace(/\s+/g, ' ')} → ${record.timedOut ? 'timed out' : `exit ${record.exitCode}`}`);
@@ -244,8 +257,9 @@ export async function runHarness(deps: HarnessDeps, input: HarnessRunInput): Pro
     });
     log.info({ turns: state.turns, commands: state.commands, exitCode: exit.code, exitStatus: result?.exitStatus }, 'harness run ended');
     if (outcome instanceof ClassifiedError) throw outcome;
-    return { turns: state.turns, commands: state.commands, tokens: state.tokens, segmentStarts: state.segmentStarts, end: outcome, exitStatus: result?.exitStatus ?? null, exitCode: exit.code };
+    return { turns: state.turns, commands: state.commands, tokens: state.tokens, segmentStarts: state.segmentStarts, end: outcome, exitStatus: result?.exitStatus ?? null, exitCode: exit.code, log: state.log };
   } finally {
+    runOver.abort();
     await endpoint.close();
     await rm(runDir, { recursive: true, force: true });
   }

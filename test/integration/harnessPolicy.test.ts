@@ -192,6 +192,14 @@ describe('the harness policy: published harnesses drive the sandboxes, every mod
       const scheduled = history.events?.find((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'runHarness');
       const summary = scheduled?.userMetadata?.summary?.data;
       assert.match(summary ? Buffer.from(summary).toString('utf8') : '', /agent: mini-swe-agent on scripted-model, sandbox sbx-/);
+      // Its result lists every captured call and command: what the UI shows of the run once it ended.
+      const completed = history.events?.find((e) => e.activityTaskCompletedEventAttributes?.scheduledEventId !== undefined && Number(e.activityTaskCompletedEventAttributes.scheduledEventId) === Number(scheduled?.eventId));
+      const result = completed?.activityTaskCompletedEventAttributes?.result?.payloads?.[0]?.data;
+      const log = result ? (JSON.parse(Buffer.from(result).toString('utf8')) as { log: string[] }).log : [];
+      assert.deepEqual(
+        log.map((l) => l.replace(/ → .*$/, '')),
+        ['turn 0: model answered', 'turn 1: model answered (bash) · new segment', "turn 1: $ printf 'Hello, rollout!\\nRewards are earned.\\n' > /app/greeting.txt", 'turn 2: model answered (bash)', 'turn 2: $ sleep 14', 'turn 3: model answered (bash)', 'turn 3: $ echo COMPLETE_TASK_AND_SUBMIT_FINAL_OUTPUT'],
+      );
     } finally {
       await server.close();
     }
