@@ -469,7 +469,7 @@ export function createActivities(deps: ActivityDeps) {
     runHarness: async (input: HarnessRunInput): Promise<HarnessRunOutput> => {
       const task = taskOfGroup(tasks, input.group);
       try {
-        return await runHarness({ provider: deps.provider, store: deps.store, logger: deps.logger, host: deps.host, client: policyClient(input.group.policy), task }, input);
+        return await runHarness({ provider: deps.provider, store: deps.store, logger: deps.logger, host: deps.host, client: policyClient(input.group.policy), task, metrics }, input);
       } catch (err) {
         await recordAttribution(input.trajectoryRef, input.attempt, 'harness', err);
         throw err;

@@ -7,6 +7,7 @@
  */
 import { ApplicationFailure } from '@temporalio/common';
 import type { PolicyTurnRecord } from '../agent/conversation.js';
+import type { PipelineMetrics } from '../pipelineMetrics.js';
 import type { PolicyClient, PolicyResponse } from '../policies/policyClient.js';
 import { turnIntegrity, type TurnTokenStatus } from '../policies/tokens/turnIntegrity.js';
 import type { LoadedTask } from '../../shared/task.js';
@@ -60,6 +61,10 @@ export interface CallContext {
   policyVersion: number;
   previousTokens: TurnTokens | MissingTokens | undefined;
   signal?: AbortSignal;
+  /** The worker's metrics: a harness's calls count as every policy call does (latency, admission wait, server load, errors). */
+  metrics: PipelineMetrics;
+  /** The name the metrics carry (policyLabel). */
+  model: string;
 }
 
 export interface CapturedCall {
@@ -71,6 +76,10 @@ export interface CapturedCall {
 export async function captureCall(request: HarnessRequest, c: CallContext): Promise<CapturedCall> {
   const stepStartedAt = Date.now();
   const admitted = c.client.admit ? await c.client.admit(c.signal) : undefined;
+  if (admitted) {
+    c.metrics.policyAdmission(c.model, admitted.admission.waitedMs);
+    c.metrics.inferenceLoad(admitted.admission.server, admitted.admission.inFlight, admitted.admission.load);
+  }
   const callStartedAt = Date.now();
   const started = performance.now();
   let response: PolicyResponse;
@@ -86,10 +95,14 @@ export async function captureCall(request: HarnessRequest, c: CallContext): Prom
       sessionKey: c.sessionKey,
       policyVersion: c.policyVersion,
     });
+  } catch (err) {
+    c.metrics.policyError(c.model, clientFailure(err).name);
+    throw err;
   } finally {
-    admitted?.release();
+    if (admitted) c.metrics.inferenceLoad(admitted.admission.server, admitted.release(), null);
   }
   const latencyMs = performance.now() - started;
+  c.metrics.policyCall(c.model, latencyMs);
   const integrity = turnIntegrity(response.turnTokens, c.previousTokens, c.turn === 0, response.promptProblem);
   const record: PolicyTurnRecord = {
     turn: c.turn,

@@ -22,7 +22,9 @@ import type { SandboxHandle, SandboxProvider } from '../../shared/sandbox.js';
 import type { LoadedTask } from '../../shared/task.js';
 import type { MissingTokens, TurnTokens } from '../../shared/tokens.js';
 import { policyName, toolName } from '../agent/conversation.js';
+import type { PipelineMetrics } from '../pipelineMetrics.js';
 import type { PolicyClient } from '../policies/policyClient.js';
+import { policyLabel } from '../../shared/policyLabel.js';
 import type { TurnTokenStatus } from '../policies/tokens/turnIntegrity.js';
 import { attemptPrefix, type TrajectoryStore } from '../store/trajectoryStore.js';
 import { readBridgedCommand, runBridgedCommand } from './bridgedCommand.js';
@@ -67,6 +69,7 @@ export interface HarnessDeps {
   host: string;
   client: PolicyClient;
   task: LoadedTask;
+  metrics: PipelineMetrics;
 }
 
 /** Infra trouble from the inference server is retried here this often before the run is given up (the harness retries on its own too). */
@@ -139,7 +142,7 @@ export async function runHarness(deps: HarnessDeps, input: HarnessRunInput): Pro
     }
     for (let tryNo = 1; ; tryNo++) {
       try {
-        const captured = await captureCall(request, { client: deps.client, task: deps.task, rolloutIndex: input.index, attempt, turn, sessionKey: trajectoryRef, policyVersion: input.policyVersion, previousTokens: state.previousTokens, signal: inFlight });
+        const captured = await captureCall(request, { client: deps.client, task: deps.task, rolloutIndex: input.index, attempt, turn, sessionKey: trajectoryRef, policyVersion: input.policyVersion, previousTokens: state.previousTokens, signal: inFlight, metrics: deps.metrics, model: policyLabel(policy) });
         let tokens = captured.tokens;
         if (tokens.status === 'broken') {
           // The harness rewrote its history (a summary, a dropped reply): a new segment starts here, by design.
