@@ -1,19 +1,39 @@
 /**
- * `npm test`: starts a real Temporal dev server (unless TEMPORAL_ADDRESS names
- * one to reuse), runs every test file with Node's test runner against it, and
- * stops the server. Extra arguments are passed to `node --test` (for example a
- * file list or `--test-name-pattern`).
+ * `npm test`: starts a real Temporal dev server (unless TEMPORAL_ADDRESS names one to reuse), runs
+ * every test file against it, side by side as the machine holds them (test/runner/), and stops the
+ * server. Each file is its own `node --test` process; its output is printed whole when it ends, and
+ * a table of every file's wall and CPU time closes the run. Arguments: test file paths run just those;
+ * flags (for example `--test-name-pattern`) go to every file's `node --test`.
+ *
+ * Settings: ROLLOUT_TEST_JOBS (most files at once, default 3 × cores), ROLLOUT_TEST_CPU_BUDGET (the
+ * cores the running files' weights may add up to, default 1.25 × cores).
  */
-import { spawn } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
-import { dirname, join, resolve } from 'node:path';
+import { globSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startDevServer, type RunningDevServer } from '../workers/temporalDevServer.js';
 import { TemporalBinaryError } from '../workers/temporalBinary.js';
+import { runTestFile, stopAllTestFiles, type FileResult } from './runner/fileRun.js';
+import { scheduledFile, type PlannedFile } from './runner/schedule.js';
+import { longestFirst, pickStartable } from './runner/scheduler.js';
+import { formatTimeTable } from './runner/timeTable.js';
+import { readTimings, timingsFile, writeTimings, type TimingTable } from './runner/timings.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '..');
 const outputDir = join(root, 'test-output');
 mkdirSync(outputDir, { recursive: true });
+
+const userArgs = process.argv.slice(2);
+const fileArgs = userArgs.filter((a) => !a.startsWith('-') && a.endsWith('.ts'));
+const nodeTestArgs = userArgs.filter((a) => !fileArgs.includes(a));
+const files = (fileArgs.length > 0 ? fileArgs.map((f) => relative(root, resolve(f))) : globSync('test/**/*.test.ts', { cwd: root }))
+  .filter((f) => !f.startsWith('test/fixtures/'))
+  .sort();
+if (files.length === 0) {
+  console.error('npm test: no test files matched; give paths such as test/unit/lint.test.ts');
+  process.exit(2);
+}
 
 let server: RunningDevServer | undefined;
 const env = { ...process.env };
@@ -35,27 +55,82 @@ if (!env.TEMPORAL_ADDRESS) {
   console.log(`npm test: reusing the Temporal server at ${env.TEMPORAL_ADDRESS}`);
 }
 
-const userArgs = process.argv.slice(2);
-const files = userArgs.some((a) => !a.startsWith('-')) ? [] : ['test/**/*.test.ts'];
-const child = spawn(
-  process.execPath,
-  ['--import', 'tsx', '--test', '--test-reporter=spec', '--test-reporter-destination=stdout', ...userArgs, ...files],
-  { cwd: root, env, stdio: 'inherit' },
+const cores = availableParallelism();
+const limits = {
+  maxFiles: Number(env.ROLLOUT_TEST_JOBS ?? cores * 3),
+  weightBudget: Number(env.ROLLOUT_TEST_CPU_BUDGET ?? cores * 1.25),
+};
+const timingsPath = timingsFile(env);
+const lastRun = readTimings(timingsPath);
+const plan = longestFirst(files.map((f) => scheduledFile(f, lastRun[f])));
+console.log(
+  `npm test: ${plan.length} files, up to ${limits.maxFiles} at once within ${limits.weightBudget} cores of weight ` +
+    `(${Object.keys(lastRun).length > 0 ? `order and weights from ${timingsPath}` : 'no earlier run here: declared estimates'})`,
 );
 
-let stopping = false;
-async function shutdown(code: number): Promise<never> {
-  if (!stopping) {
-    stopping = true;
-    await server?.stop();
-  }
-  process.exit(code);
-}
+const filesDir = join(outputDir, 'files');
+rmSync(filesDir, { recursive: true, force: true });
+const runStarted = Date.now();
+const results: FileResult[] = [];
+const waiting = [...plan];
+const running = new Map<string, PlannedFile>();
+let interrupted = false;
+
 for (const signal of ['SIGINT', 'SIGTERM'] as const) {
   process.on(signal, () => {
-    child.kill(signal);
+    interrupted = true;
+    waiting.length = 0;
+    stopAllTestFiles(`npm test got ${signal}`);
   });
 }
-child.on('exit', (code, signal) => {
-  void shutdown(code ?? (signal ? 1 : 0));
+
+function elapsed(): string {
+  return `${((Date.now() - runStarted) / 1000).toFixed(0)}s`;
+}
+
+await new Promise<void>((allDone) => {
+  const startMore = (): void => {
+    for (const f of pickStartable(waiting, [...running.values()], limits)) {
+      waiting.splice(waiting.indexOf(f), 1);
+      running.set(f.file, f);
+      const outDir = join(filesDir, f.file.replace(/[/\\]/g, '__'));
+      mkdirSync(outDir, { recursive: true });
+      console.log(`[${elapsed()}] start ${f.file} (beside ${running.size - 1}; expected ${f.expectedS.toFixed(0)} s, weight ${f.weight.toFixed(2)})`);
+      void runTestFile({ root, file: f.file, outDir, env, nodeTestArgs, limitS: f.limitS }).then((r) => {
+        running.delete(f.file);
+        results.push(r);
+        const log = readFileSync(r.logFile, 'utf8');
+        const verdict = r.killedBecause ? `KILLED (${r.killedBecause})` : r.exitCode === 0 ? 'ok' : `FAILED (exit ${r.exitCode})`;
+        console.log(`\n===== ${f.file}: ${verdict}, ${r.wallS.toFixed(1)} s wall, ${r.cpuS.toFixed(1)} s cpu, ${r.counts.pass} passed, ${r.counts.fail} failed, ${r.counts.skipped} skipped [${elapsed()}]`);
+        process.stdout.write(log.endsWith('\n') || log === '' ? log : `${log}\n`);
+        console.log(`===== end of ${f.file}\n`);
+        if (waiting.length === 0 && running.size === 0) allDone();
+        else startMore();
+      });
+    }
+    if (waiting.length === 0 && running.size === 0) allDone();
+  };
+  startMore();
 });
+
+const elapsedS = (Date.now() - runStarted) / 1000;
+const table = formatTimeTable(results, elapsedS);
+writeFileSync(join(outputDir, 'test-times.txt'), `${table}\n`);
+console.log(`\nnpm test: every test file's time (test-output/test-times.txt; ${results.length} files in ${elapsedS.toFixed(0)} s)\n${table}\n`);
+
+// Record the whole files' times for the next run's order and weights (not a filtered or interrupted run).
+if (!interrupted && !nodeTestArgs.some((a) => a.startsWith('--test-name-pattern') || a.startsWith('--test-skip-pattern'))) {
+  const measured: TimingTable = {};
+  for (const r of results) if (!r.killedBecause) measured[r.file] = { wallS: r.wallS, cpuS: r.cpuS, at: new Date().toISOString() };
+  writeTimings(timingsPath, measured);
+}
+
+const failedFiles = results.filter((r) => r.exitCode !== 0 || r.killedBecause);
+const sum = (k: 'pass' | 'fail' | 'skipped' | 'todo' | 'cancelled'): number => results.reduce((s, r) => s + r.counts[k], 0);
+// A file that failed outside any test (a crash at load, a kill) fails the run even with 0 failed tests.
+const failed = sum('fail') + sum('cancelled') + failedFiles.filter((r) => r.counts.fail + r.counts.cancelled === 0).length;
+if (failedFiles.length > 0) console.log(`npm test: failed files: ${failedFiles.map((r) => r.file).join(', ')}`);
+console.log(`tests: ${sum('pass')} passed, ${failed} failed, ${sum('skipped') + sum('todo')} skipped`);
+
+await server?.stop();
+process.exit(failedFiles.length > 0 || interrupted ? 1 : 0);

@@ -1,0 +1,102 @@
+/**
+ * The one place that says what a test file needs from the machine when files run side by side
+ * (test/run.ts): the locks it holds, whether it needs the machine alone, its weight and a first
+ * estimate of its time before this machine has measured it. A file not named here is a light file
+ * that waits more than it computes and shares everything.
+ *
+ * Locks (held alone unless under `shares`):
+ *   cpu-heavy       a suite that keeps the cores busy by itself (the real model on llama.cpp, the trainer,
+ *                   kubelet and containerd, the real Temporal cluster, cold image builds): never two at once
+ *   port:7233       binds, or needs free, the default Temporal address 127.0.0.1:7233 and UI 8233
+ *                   (`rollout run --embedded` takes them when free)
+ *   queue:default   starts workers on the default task queues (rollout-pipeline-*)
+ *   loop-sweep      shared by every file that reaps (a worker's start, the janitor, `rollout gc`: each
+ *                   detaches loop devices of deleted layers machine-wide); held alone by the file that
+ *                   asserts its own gc is the one that detached them
+ *   podman-storage  shared by files that build or run task images; held alone by the file that diffs
+ *                   podman's working containers and mounts before and after
+ *   host-network    the file that snapshots the host's links, addresses, routes and iptables rules
+ *   kube-node       kubelet's and containerd's host paths (/var/lib/kubelet, /run/containerd)
+ */
+import type { ScheduledFile } from './scheduler.js';
+import type { FileTiming } from './timings.js';
+
+export interface FileNeeds {
+  locks?: string[];
+  shares?: string[];
+  alone?: boolean;
+  /** Cores it keeps busy on average, until measured here. */
+  weight?: number;
+  /** Wall seconds, until measured here. */
+  estimateS?: number;
+  /** The runner stops the file past this (default 25 minutes). */
+  limitS?: number;
+}
+
+export interface PlannedFile extends ScheduledFile {
+  limitS: number;
+}
+
+const HEAVY = 'cpu-heavy';
+const DEFAULT_PORT = 'port:7233';
+const LOOP_SWEEP = 'loop-sweep';
+const PODMAN = 'podman-storage';
+
+const model = (estimateS: number, weight = 1.5): FileNeeds => ({ locks: [HEAVY], weight, estimateS });
+const reaps = (extra: FileNeeds = {}): FileNeeds => ({ ...extra, shares: [LOOP_SWEEP, ...(extra.shares ?? [])] });
+
+export const FILE_NEEDS: Record<string, FileNeeds> = {
+  // The real model, the trainer, a real node and a real cluster: one at a time.
+  'test/integration/realModel.test.ts': model(300),
+  'test/integration/realModelTokens.test.ts': model(200),
+  'test/integration/generationTooLong.test.ts': model(100),
+  'test/integration/samplingLogprobs.test.ts': model(120),
+  'test/integration/admissionRealServer.test.ts': model(120),
+  'test/integration/trainInferenceMismatch.test.ts': model(300, 1.8),
+  'test/integration/harnessPolicy.test.ts': model(220, 1.2),
+  'test/unit/trainerState.test.ts': model(60),
+  'test/integration/kubernetesRealNode.test.ts': { locks: [HEAVY, 'kube-node'], shares: [PODMAN], weight: 1.2, estimateS: 400 },
+  'test/cluster/clusterChaos.test.ts': { locks: [HEAVY, 'host-network'], weight: 1.2, estimateS: 600 },
+  'test/cluster/clusterBadInput.test.ts': { locks: [HEAVY], weight: 1.2, estimateS: 120 },
+  // Task images: a cold cache builds CPython bases from source inside these.
+  'test/integration/imageSandbox.test.ts': { locks: [HEAVY], shares: [PODMAN], weight: 1.2, estimateS: 600 },
+  'test/integration/imageTasksPipeline.test.ts': { locks: [HEAVY], shares: [PODMAN], weight: 1.2, estimateS: 400 },
+  'test/integration/buildOrphans.test.ts': { locks: [PODMAN], weight: 1, estimateS: 200 },
+  'test/integration/verifierForgery.test.ts': { shares: [PODMAN], estimateS: 120 },
+  // The default address and queues.
+  'test/integration/cliOffline.test.ts': reaps({ locks: [DEFAULT_PORT], estimateS: 90 }),
+  'test/integration/cli.test.ts': reaps({ locks: [DEFAULT_PORT, 'queue:default'], estimateS: 200 }),
+  'test/integration/interrupt.test.ts': reaps({ locks: [DEFAULT_PORT], estimateS: 150 }),
+  'test/integration/cliLaunchers.test.ts': reaps({ locks: [DEFAULT_PORT], estimateS: 100 }),
+  // Loop devices of deleted layers.
+  'test/integration/gcOffline.test.ts': { locks: [LOOP_SWEEP], estimateS: 60 },
+  'test/integration/reaper.test.ts': reaps(),
+  'test/integration/sandboxPool.test.ts': reaps(),
+  'test/faults/faultSuite.test.ts': reaps({ weight: 1, estimateS: 900 }),
+  'test/integration/serverOutage.test.ts': reaps({ estimateS: 150 }),
+  'test/integration/workerTelemetry.test.ts': reaps(),
+  'test/integration/trajectoryStores.test.ts': reaps(),
+  // Bursts of CPU or memory by design.
+  'test/integration/escapeSuite.test.ts': { weight: 1, estimateS: 300 },
+  'test/integration/benchHarness.test.ts': { weight: 1, estimateS: 300 },
+};
+
+const DEFAULT_WEIGHT = 0.5;
+const DEFAULT_ESTIMATE_S = 60;
+const DEFAULT_LIMIT_S = 25 * 60;
+
+export function scheduledFile(file: string, measured: FileTiming | undefined): PlannedFile {
+  const needs = FILE_NEEDS[file] ?? {};
+  // A measured weight is CPU / wall of the last run; floored so a file that mostly slept still counts.
+  const weight = measured && measured.wallS > 0 ? Math.max(0.15, measured.cpuS / measured.wallS) : (needs.weight ?? DEFAULT_WEIGHT);
+  return {
+    file,
+    expectedS: measured?.wallS ?? needs.estimateS ?? DEFAULT_ESTIMATE_S,
+    weight,
+    locks: needs.locks ?? [],
+    shares: needs.shares ?? [],
+    alone: needs.alone ?? false,
+    limitS: needs.limitS ?? DEFAULT_LIMIT_S,
+  };
+}
+
