@@ -1,0 +1,45 @@
+/**
+ * The test runner's scheduler (test/runner/scheduler.ts): longest first, within the core budget, no two
+ * files on a lock held alone, sharers together, a file waiting to hold a lock alone not starved by
+ * sharers behind it, and a file that needs the machine alone run last and by itself.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { longestFirst, pickStartable, type ScheduledFile } from '../runner/scheduler.js';
+import { parseBashTimes, parseTapCounts } from '../runner/fileRun.js';
+
+const file = (name: string, o: Partial<ScheduledFile> = {}): ScheduledFile => ({ file: name, expectedS: 10, weight: 0.5, locks: [], shares: [], alone: false, ...o });
+const names = (fs: ScheduledFile[]): string[] => fs.map((f) => f.file);
+const limits = { weightBudget: 2, maxFiles: 4 };
+
+test('longest first; files that need the machine alone last', () => {
+  const order = longestFirst([file('a', { expectedS: 5 }), file('b', { expectedS: 50, alone: true }), file('c', { expectedS: 20 })]);
+  assert.deepEqual(names(order), ['c', 'a', 'b']);
+});
+
+test('starts files while their weights fit the budget and the file count; one always runs', () => {
+  assert.deepEqual(names(pickStartable([file('a', { weight: 1 }), file('b', { weight: 1 }), file('c', { weight: 0.5 })], [], limits)), ['a', 'b']);
+  assert.deepEqual(names(pickStartable([file('heavy', { weight: 3 })], [], limits)), ['heavy'], 'heavier than the budget still runs, alone');
+  assert.deepEqual(names(pickStartable([file('x', { weight: 0.1 })], [1, 2, 3, 4].map((i) => file(`r${i}`, { weight: 0.1 })), limits)), []);
+});
+
+test('a lock held alone keeps every other holder or sharer out; sharers run together', () => {
+  const heavy = (n: string) => file(n, { locks: ['cpu-heavy'] });
+  assert.deepEqual(names(pickStartable([heavy('m1'), heavy('m2'), file('light')], [], limits)), ['m1', 'light']);
+  const sharer = (n: string) => file(n, { shares: ['loop-sweep'] });
+  assert.deepEqual(names(pickStartable([sharer('s1'), sharer('s2')], [], limits)), ['s1', 's2']);
+  assert.deepEqual(names(pickStartable([file('gc', { locks: ['loop-sweep'] }), sharer('s3')], [sharer('s1')], limits)), [], 'the sweep-holder waits, and the sharer behind it does not jump ahead');
+  assert.deepEqual(names(pickStartable([file('gc', { locks: ['loop-sweep'] })], [], limits)), ['gc']);
+});
+
+test('a file that needs the machine alone starts only on an idle machine, and nothing beside it', () => {
+  const alone = file('alone', { alone: true });
+  assert.deepEqual(names(pickStartable([alone], [file('r')], limits)), []);
+  assert.deepEqual(names(pickStartable([alone, file('later')], [], limits)), ['alone']);
+  assert.deepEqual(names(pickStartable([file('x')], [alone], limits)), []);
+});
+
+test("the measurements come from node's TAP summary and bash's `times`", () => {
+  assert.deepEqual(parseTapCounts('ok 1\n# tests 5\n# suites 1\n# pass 3\n# fail 1\n# cancelled 0\n# skipped 1\n# todo 0\n'), { tests: 5, pass: 3, fail: 1, skipped: 1, todo: 0, cancelled: 0 });
+  assert.equal(parseBashTimes('0m0.010s 0m0.005s\n1m2.500s 0m0.500s\n'), 63);
+});
