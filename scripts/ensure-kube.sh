@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Prints the directory holding real Kubernetes control-plane binaries, building
 # them once from Go modules if needed:
-#   kube-apiserver, kube-controller-manager, kube-scheduler  (k8s.io/kubernetes v1.36.3)
+#   kube-apiserver, kube-scheduler                           (k8s.io/kubernetes v1.36.3)
 #   etcd                                                      (go.etcd.io/etcd/server/v3 v3.6.16)
 #   kwok                                                      (sigs.k8s.io/kwok v0.8.0)
 # plus kwok-stages.yaml, kwok's default "fast" node/pod Stage objects, to pass
@@ -38,7 +38,9 @@ STAGING_MODULES=(api apiextensions-apiserver apimachinery apiserver cli-runtime 
   cri-streaming csi-translation-lib dynamic-resource-allocation endpointslice externaljwt kms kube-aggregator
   kube-controller-manager kube-proxy kube-scheduler kubectl kubelet metrics mount-utils pod-security-admission
   sample-apiserver streaming)
-KUBE_COMMANDS=(kube-apiserver kube-controller-manager kube-scheduler)
+# kube-controller-manager is not built: no test or command starts it (kubeCluster.ts runs the apiserver,
+# the scheduler, etcd and kwok; kubeNode.ts lifts the not-ready taint itself).
+KUBE_COMMANDS=(kube-apiserver kube-scheduler)
 
 no_build=0
 case "${1:-}" in
@@ -48,7 +50,7 @@ case "${1:-}" in
 esac
 
 has_core() { [ -x "$1/kube-apiserver" ] && [ -x "$1/etcd" ] && [ -x "$1/kwok" ]; }
-cached() { has_core "$1" && [ -x "$1/kube-controller-manager" ] && [ -x "$1/kube-scheduler" ] &&
+cached() { has_core "$1" && [ -x "$1/kube-scheduler" ] &&
   [ -f "$1/kwok-stages.yaml" ] && [ "$(cat "$1/.complete" 2>/dev/null)" = "$STAMP_TEXT" ]; }
 
 if [ -n "${KUBE_BIN_DIR:-}" ]; then
@@ -86,7 +88,7 @@ export CGO_ENABLED=0
 gobuild() { nice -n 19 go build -p="$jobs" -trimpath "$@"; }
 started=$SECONDS
 
-# 1. kube-apiserver, kube-controller-manager, kube-scheduler via a wrapper module.
+# 1. kube-apiserver and kube-scheduler via a wrapper module.
 {
   echo "module rolloutpipeline.local/kubebuild"
   echo
@@ -150,7 +152,6 @@ check_version() { # binary, expected start of its --version output
   case "$out" in "$2"*) ;; *) echo "ensure-kube: the built $1 does not run: $out" >&2; exit 1 ;; esac
 }
 check_version kube-apiserver "Kubernetes v$KUBE_VERSION"
-check_version kube-controller-manager "Kubernetes v$KUBE_VERSION"
 check_version kube-scheduler "Kubernetes v$KUBE_VERSION"
 check_version etcd "etcd Version: $ETCD_VERSION"
 check_version kwok "kwok version v$KWOK_VERSION "

