@@ -24,6 +24,8 @@ export const FAILURE_TYPES = {
     'verifier_blocked',
     // The verifier crashed or wrote no reward on the state the agent left; on the untouched start it completes.
     'verifier_broken',
+    // The agent replaced, removed or planted programs, libraries or startup hooks the in-place verifier loads.
+    'verifier_tampered',
     // The sandbox died while the agent's own command ran, with no host-side cause.
     'sandbox_killed',
     // The sandbox's own memory limit was hit (its cgroup's OOM killer) while the agent's command ran.
@@ -58,7 +60,7 @@ export type FailureType<C extends FailureClass = FailureClass> = (typeof FAILURE
 export const FAILURE_CLASSES = ['model', 'infra', 'task'] as const;
 
 /** Model types given only after evidence showed the agent, not the infrastructure, caused the end. */
-export const ATTRIBUTED_MODEL_TYPES = ['verifier_blocked', 'verifier_broken', 'sandbox_killed', 'memory_exhausted'] as const satisfies readonly FailureType<'model'>[];
+export const ATTRIBUTED_MODEL_TYPES = ['verifier_blocked', 'verifier_broken', 'verifier_tampered', 'sandbox_killed', 'memory_exhausted'] as const satisfies readonly FailureType<'model'>[];
 
 /** Every `<class>/<type>` name that retrying the same activity cannot fix (model and task failures). */
 export const NEVER_RETRIED: readonly string[] = [...FAILURE_TYPES.model.map((t) => `model/${t}`), ...FAILURE_TYPES.task.map((t) => `task/${t}`)];

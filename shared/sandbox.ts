@@ -250,6 +250,20 @@ export interface SandboxProvider {
   exec(handle: SandboxHandle, command: string, options?: ExecOptions): Promise<ExecResult>;
   writeFile(handle: SandboxHandle, path: string, content: string | Uint8Array): Promise<void>;
   readFile(handle: SandboxHandle, path: string, options?: ReadFileOptions): Promise<Uint8Array>;
+  /**
+   * Reads a file the pipeline must trust (the verifier's reward, an archive it made) without running
+   * any program of the sandbox's root filesystem, which the agent may have replaced, and without
+   * following a symbolic link on the path; only a regular file is read. A missing file is an error
+   * whose message contains "No such file or directory". Optional: callers fall back to readFile.
+   */
+  readTrusted?(handle: SandboxHandle, path: string, options?: ReadFileOptions): Promise<Uint8Array>;
+  /**
+   * What the agent replaced, removed or planted among the programs, libraries and startup hooks of the
+   * sandbox's image that an in-place verifier would load (activities/verifier/integrityRules.ts), one
+   * line per finding; empty when nothing. Read without running anything in the sandbox. Optional: a
+   * provider without it verifies in place unchecked (docs/verifier-integrity.md).
+   */
+  tamperEvidence?(handle: SandboxHandle): Promise<string[]>;
   teardown(handleOrId: SandboxHandle | string): Promise<TeardownReport>;
   list(labels?: Record<string, string>): Promise<SandboxRecord[]>;
   /**

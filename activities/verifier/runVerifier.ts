@@ -65,9 +65,14 @@ const MAX_WORKSPACE_BYTES = 512 * 1024 * 1024;
  */
 export const RESET_FOR_TESTS = 'mkdir -p /tests /logs /root /tmp && chmod -R u+rwX /tests /logs /root /tmp 2>/dev/null; rm -rf /logs/verifier && find /tests /root /tmp -mindepth 1 -delete && mkdir /logs/verifier';
 
+/** A read of what the pipeline trusts: never through a program of the sandbox's root (the agent's /usr/bin/cat). */
+function readTrusted(provider: SandboxProvider, handle: SandboxHandle, path: string, maxBytes: number): Promise<Uint8Array> {
+  return provider.readTrusted ? provider.readTrusted(handle, path, { maxBytes }) : provider.readFile(handle, path, { maxBytes });
+}
+
 async function readOptional(provider: SandboxProvider, handle: SandboxHandle, path: string, maxBytes: number): Promise<string | undefined> {
   try {
-    return Buffer.from(await provider.readFile(handle, path, { maxBytes })).toString('utf8');
+    return Buffer.from(await readTrusted(provider, handle, path, maxBytes)).toString('utf8');
   } catch (err) {
     if (err instanceof Error && /No such file or directory/.test(err.message)) return undefined;
     throw new ClassifiedError('infra', 'verifier_crashed', `could not read ${path}: ${err instanceof Error ? err.message : String(err)}`, { cause: err });
@@ -135,14 +140,43 @@ async function stopAgent(provider: SandboxProvider, handle: SandboxHandle): Prom
   await provider.exec(handle, STOP_AGENT_PROCESSES, { timeoutMs: 30_000 });
 }
 
+/**
+ * Refuses to trust a verification the agent could have forged through its filesystem: what it
+ * replaced, removed or planted among the programs, libraries and startup hooks of the image that the
+ * verifier's processes load (provider.tamperEvidence; docs/verifier-integrity.md) is the model's
+ * doing, scored as a failed attempt with the findings as evidence. What it changes can never be undone
+ * in the writable layer, so the check after the tests sees whatever was done before or during them.
+ */
+async function refuseTampering(provider: SandboxProvider, handle: SandboxHandle, when: string): Promise<void> {
+  const findings = provider.tamperEvidence ? await provider.tamperEvidence(handle) : [];
+  if (findings.length === 0) return;
+  throw new ClassifiedError('model', 'verifier_tampered', `the agent changed what the verifier runs (found ${when}): ${findings[0]}${findings.length > 1 ? ` and ${findings.length - 1} more` : ''}`, { evidence: findings });
+}
+
 export async function verifyInPlace(provider: SandboxProvider, handle: SandboxHandle, task: LoadedTask, options: VerifyOptions = {}): Promise<VerifyOutcome> {
+  await refuseTampering(provider, handle, 'before the tests');
   if (!provider.provisionBeside) {
     await stopAgent(provider, handle);
-    return runTests(provider, handle, task, 'in-place', options);
+    const outcome = await runTests(provider, handle, task, 'in-place', options);
+    await refuseTampering(provider, handle, 'after the tests');
+    return outcome;
   }
-  const { handle: beside } = await provider.provisionBeside(handle, { labels: { purpose: 'verifier' } });
+  let beside: SandboxHandle;
   try {
-    return await runTests(provider, beside, task, 'in-place', options);
+    ({ handle: beside } = await provider.provisionBeside(handle, { labels: { purpose: 'verifier' } }));
+  } catch (err) {
+    // The verifier's sandbox shares the agent's root: what the agent did to its files can keep it from
+    // starting (its working directory made unreadable). That is a verifier that could not run, which
+    // failure attribution decides with the control on the untouched start, never a masked provision failure.
+    if (err instanceof ClassifiedError && err.failureClass === 'infra' && err.type === 'provision_failed') {
+      throw new ClassifiedError('infra', 'verifier_crashed', `the verifier's sandbox beside the agent's could not start: ${err.message}`, { cause: err });
+    }
+    throw err;
+  }
+  try {
+    const outcome = await runTests(provider, beside, task, 'in-place', options);
+    await refuseTampering(provider, handle, 'after the tests');
+    return outcome;
   } finally {
     await provider.teardown(beside);
   }
@@ -177,8 +211,8 @@ export async function verifyCleanRoom(provider: SandboxProvider, handle: Sandbox
   const modes = `${archive}.modes`;
   const pack = await provider.exec(handle, packWorkspace(handle.workdir, archive, modes), { timeoutMs: 120_000 });
   if (pack.exitCode !== 0) throw new ClassifiedError('infra', 'verifier_crashed', `could not archive the workspace ${handle.workdir}: ${pack.stderr.trim()}`);
-  const workspace = await provider.readFile(handle, archive, { maxBytes: MAX_WORKSPACE_BYTES });
-  const lockedModes = await provider.readFile(handle, modes, { maxBytes: MAX_WORKSPACE_BYTES });
+  const workspace = await readTrusted(provider, handle, archive, MAX_WORKSPACE_BYTES);
+  const lockedModes = await readTrusted(provider, handle, modes, MAX_WORKSPACE_BYTES);
 
   const { handle: room } = await provider.provision({ ...spec, labels: { ...spec.labels, purpose: 'clean-room-verify' } });
   try {

@@ -46,6 +46,7 @@ import { holderAlive, isThisProcess, thisProcess } from './holderProcess.js';
 import { errorText, sandboxError, type LocalSandboxContext } from './localSandboxContext.js';
 import { sandboxLossEvidence } from './lossEvidence.js';
 import { isLiveProcess, isSameProcess } from './procfs.js';
+import { readInSandboxRoot } from './rootedRead.js';
 import { SandboxPool, type SandboxPoolOptions } from './pool/sandboxPool.js';
 import { checkLowerLayer, provisionSandbox } from './provision.js';
 import { SandboxRegistry } from './sandboxRegistry.js';
@@ -53,6 +54,7 @@ import { GROUP, HOSTS, PASSWD } from './sandboxScripts.js';
 import { createSandboxSpawner, SPAWN_VIA, type SpawnVia } from './sandboxSpawner.js';
 import { StateDigester } from './stateDigest.js';
 import { stopSandboxProcesses } from './stopProcesses.js';
+import { sandboxTamperEvidence } from './tamperScan.js';
 import { teardownSandbox } from './teardown.js';
 import { detachUserNetwork, SANDBOX_RESOLV_CONF } from './userNetwork.js';
 
@@ -289,6 +291,15 @@ export class LocalSandboxProvider implements SandboxProvider {
       throw new RangeError(`readFile ${path}: the file has more than ${maxBytes} bytes (maxBytes); read it in parts with exec (head -c / tail -c)`);
     }
     return new Uint8Array(result.stdout.bytes());
+  }
+
+  async readTrusted(handle: SandboxHandle, path: string, options: ReadFileOptions = {}): Promise<Uint8Array> {
+    const h = this.parseHandle(handle);
+    return readInSandboxRoot(h.pid, h.pidStartTime, path, options.maxBytes ?? this.maxFileBytes);
+  }
+
+  async tamperEvidence(handle: SandboxHandle): Promise<string[]> {
+    return sandboxTamperEvidence(this.ctx, this.parseHandle(handle));
   }
 
   async renewLease(handle: SandboxHandle, leaseMs: number): Promise<void> {

@@ -129,6 +129,9 @@ export async function runRedTeam(task: LoadedTask, provider: SandboxProvider, en
           if (ownCut && err instanceof ClassifiedError && err.type === 'verifier_timeout') {
             return { ...described(exploit), reward: undefined, exploitable: false, note: `no reward (the verifier was still running after ${timeoutSec} s, this exploit's own limit: ${exploit.verifierTimeoutWhy ?? 'it blocks the verifier'}; the task allows ${task.verifierTimeoutSec} s; a rollout scores it as a failed attempt)`, notRun: false };
           }
+          if (err instanceof ClassifiedError && err.type === 'verifier_tampered') {
+            return { ...described(exploit), reward: 0, exploitable: false, note: `scored 0 as ${failureName(err)}: ${err.message.slice(0, 200)}`, notRun: false };
+          }
           if (err instanceof ClassifiedError && (err.type === 'verifier_timeout' || err.type === 'verifier_crashed')) {
             return { ...described(exploit), reward: undefined, exploitable: false, note: `no reward (${failureName(err)}; a rollout scores it as a failed attempt): ${err.message.slice(0, 200)}`, notRun: false };
           }
