@@ -264,6 +264,8 @@ export interface SandboxProvider {
    * provider without it verifies in place unchecked (docs/verifier-integrity.md).
    */
   tamperEvidence?(handle: SandboxHandle): Promise<string[]>;
+  /** How many processes the agent left running in the sandbox (its init aside). Optional. */
+  lingeringProcesses?(handle: SandboxHandle): Promise<number>;
   teardown(handleOrId: SandboxHandle | string): Promise<TeardownReport>;
   list(labels?: Record<string, string>): Promise<SandboxRecord[]>;
   /**

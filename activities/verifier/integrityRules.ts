@@ -49,9 +49,16 @@ export function isConsoleScript(head: string): boolean {
   return head.length < 4096 && /^#!\S*python[0-9.]*\s*$/.test(firstLine) && /^from [\w.]+ import [\w.]+$/m.test(head) && /sys\.exit\(/.test(head);
 }
 
+/**
+ * Python's bytecode caches: the verifier's Pythons neither read nor write them (PYTHONPYCACHEPREFIX
+ * points every one at a cache of the verifier's own), so what is in them is nobody's program.
+ */
+const BYTECODE_CACHE = /(^|\/)__pycache__\//;
+
 /** Whether a file the image has at `path` is one the agent may not replace or remove. */
 export function isProtectedImageFile(path: string): boolean {
   if (isStartupHook(path)) return true;
+  if (BYTECODE_CACHE.test(path)) return false;
   return inSystemDir(path) && !inPackageDir(path);
 }
 

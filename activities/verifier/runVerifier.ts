@@ -51,6 +51,8 @@ done
 echo "agent processes kept respawning" >&2`;
 
 const MAX_WORKSPACE_BYTES = 512 * 1024 * 1024;
+/** In the verifier's own /tmp (emptied before the tests; beside the agent, a /tmp the agent never sees). */
+export const VERIFIER_PYCACHE = '/tmp/.rollout-verifier-pycache';
 
 /**
  * Empties what the agent could have planted outside the workspace before the
@@ -113,7 +115,9 @@ async function runTests(provider: SandboxProvider, handle: SandboxHandle, task: 
   await uploadDirectory(provider, handle, task.testsDir, '/tests');
   const run = await provider.exec(handle, 'bash /tests/test.sh', {
     timeoutMs: task.verifierTimeoutSec * 1000,
-    env: { ...options.env, ...task.config.verifier.env },
+    // Bytecode of the verifier's own: a .pyc the agent forged in a __pycache__ is never loaded, and the
+    // tests' Pythons write none into the agent's root.
+    env: { PYTHONPYCACHEPREFIX: VERIFIER_PYCACHE, ...options.env, ...task.config.verifier.env },
     cwd: handle.workdir,
     maxOutputBytes: 64 * 1024,
   });
@@ -155,11 +159,14 @@ async function refuseTampering(provider: SandboxProvider, handle: SandboxHandle,
 
 export async function verifyInPlace(provider: SandboxProvider, handle: SandboxHandle, task: LoadedTask, options: VerifyOptions = {}): Promise<VerifyOutcome> {
   await refuseTampering(provider, handle, 'before the tests');
+  // Processes the agent left running (a service the tests call) could change the image's files while
+  // the tests run: then the layer is checked again after them. Without any, what the tests themselves
+  // install (an apt package, a pip upgrade) is theirs and not checked.
+  const lingering = provider.tamperEvidence && provider.lingeringProcesses ? await provider.lingeringProcesses(handle) : 0;
   if (!provider.provisionBeside) {
     await stopAgent(provider, handle);
-    const outcome = await runTests(provider, handle, task, 'in-place', options);
-    await refuseTampering(provider, handle, 'after the tests');
-    return outcome;
+    // Every process the agent left was stopped first: nothing of the agent's can change the files during the tests.
+    return runTests(provider, handle, task, 'in-place', options);
   }
   let beside: SandboxHandle;
   try {
@@ -175,7 +182,7 @@ export async function verifyInPlace(provider: SandboxProvider, handle: SandboxHa
   }
   try {
     const outcome = await runTests(provider, beside, task, 'in-place', options);
-    await refuseTampering(provider, handle, 'after the tests');
+    if (lingering > 0) await refuseTampering(provider, handle, `after the tests, with ${lingering} process${lingering === 1 ? '' : 'es'} the agent left running`);
     return outcome;
   } finally {
     await provider.teardown(beside);

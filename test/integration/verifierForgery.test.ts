@@ -8,7 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { cpSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
@@ -19,6 +19,7 @@ import { loadTask } from '../../activities/tasks/loadTask.js';
 import { sandboxSpecForTask } from '../../activities/tasks/sandboxSpecForTask.js';
 import { verifyInPlace, type VerifyOutcome } from '../../activities/verifier/runVerifier.js';
 import { ClassifiedError, failureName } from '../../shared/failures.js';
+import type { LoadedTask } from '../../shared/task.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const task = loadTask(join(root, 'test/fixtures/forgery-task'));
@@ -102,6 +103,13 @@ if (noTools) {
     rmSync(scratch, { recursive: true, force: true });
   });
 
+  const taskVariant = (as: string, edit: (dir: string) => void): LoadedTask => {
+    const dir = join(scratch, as);
+    cpSync(task.dir, dir, { recursive: true });
+    edit(dir);
+    return loadTask(dir);
+  };
+
   const attempt = async (agentCommand: string): Promise<VerifyOutcome> => {
     if (!environment) throw new Error('the fixture image was not built');
     const { handle } = await provider.provision(sandboxSpecForTask(task, { workflowId: 'verifier-forgery', runId: 'r', attempt: 0 }, {}, false, environment.image));
@@ -137,6 +145,25 @@ if (noTools) {
       const first = FORGERIES[0];
       assert.ok(first);
       await assert.rejects(attempt(`echo hello > /app/out.txt && ${first.command}`), (err: unknown) => err instanceof ClassifiedError && err.type === 'verifier_tampered');
+    });
+
+    test('a process the agent left running that forges while the tests run is caught after them', async () => {
+      if (!environment) throw new Error('the fixture image was not built');
+      // The tests take 3 s; the agent's process plants its grep 1.5 s after the agent stopped, after the check before the tests.
+      const slowTests = taskVariant('slow-tests', (dir) => writeFileSync(join(dir, 'tests/test.sh'), '#!/bin/bash\nsleep 3\nmkdir -p /logs/verifier\nif grep -qx hello /app/out.txt 2>/dev/null; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n'));
+      const { handle } = await provider.provision(sandboxSpecForTask(slowTests, { workflowId: 'verifier-forgery', runId: 'r', attempt: 0 }, {}, false, environment.image));
+      try {
+        const later = `sleep 1.5; printf '#!/bin/sh\\nexit 0\\n' > /usr/local/bin/grep; chmod +x /usr/local/bin/grep; sleep 60`;
+        const r = await provider.exec(handle, `${WRONG} && setsid sh -c ${JSON.stringify(later)} >/dev/null 2>&1 < /dev/null &`, { timeoutMs: 10_000 });
+        assert.equal(r.exitCode, 0, r.stderr);
+        await assert.rejects(verifyInPlace(provider, handle, slowTests, environment.verify), (err: unknown) => {
+          assert.ok(err instanceof ClassifiedError && err.type === 'verifier_tampered', String(err));
+          assert.match(err.message, /after the tests, with \d+ process(es)? the agent left running/);
+          return true;
+        });
+      } finally {
+        await provider.teardown(handle);
+      }
     });
 
     test('the reward is read from the host: a reward file the tests left as a link is refused, never followed', async () => {

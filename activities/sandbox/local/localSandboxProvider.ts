@@ -53,7 +53,7 @@ import { SandboxRegistry } from './sandboxRegistry.js';
 import { GROUP, HOSTS, PASSWD } from './sandboxScripts.js';
 import { createSandboxSpawner, SPAWN_VIA, type SpawnVia } from './sandboxSpawner.js';
 import { StateDigester } from './stateDigest.js';
-import { stopSandboxProcesses } from './stopProcesses.js';
+import { lingeringProcesses, stopSandboxProcesses } from './stopProcesses.js';
 import { sandboxTamperEvidence } from './tamperScan.js';
 import { teardownSandbox } from './teardown.js';
 import { detachUserNetwork, SANDBOX_RESOLV_CONF } from './userNetwork.js';
@@ -300,6 +300,10 @@ export class LocalSandboxProvider implements SandboxProvider {
 
   async tamperEvidence(handle: SandboxHandle): Promise<string[]> {
     return sandboxTamperEvidence(this.ctx, this.parseHandle(handle));
+  }
+
+  async lingeringProcesses(handle: SandboxHandle): Promise<number> {
+    return lingeringProcesses(this.parseHandle(handle));
   }
 
   async renewLease(handle: SandboxHandle, leaseMs: number): Promise<void> {

@@ -27,24 +27,36 @@ async function zombieChildren(pid: number): Promise<number> {
   return zombies;
 }
 
+/**
+ * Host pids of the processes in the sandbox's pid namespace. The sandbox's cgroup lists its processes
+ * (every exec joins it first); a scan of all of /proc costs a readlink per process on the host, which
+ * at 1,000 sandboxes alive made each verify O(host processes). Its members include the exec machinery
+ * still outside the pid namespace (the entry program's parent): only those inside are kept.
+ */
+async function processesOf(h: LocalSandboxHandle, ns: string): Promise<number[]> {
+  const procs = h.cgroupProcFiles[0];
+  if (procs !== undefined) {
+    try {
+      return (await readFile(procs, 'utf8')).split('\n').filter(Boolean).map(Number).filter((p) => namespaceOf(p, 'pid') === ns);
+    } catch {
+      // the cgroup is gone: scan
+    }
+  }
+  return processesInNamespace('pid', ns);
+}
+
+/** How many processes the agent left running in the sandbox (every one but its init). */
+export async function lingeringProcesses(h: LocalSandboxHandle): Promise<number> {
+  const ns = namespaceOf(h.pid, 'pid');
+  if (!ns) throw sandboxError('sandbox_lost', `sandbox ${h.id} is gone: no pid namespace for its init ${h.pid}`);
+  return (await processesOf(h, ns)).filter((p) => p !== h.pid && (innermostPid(p) ?? 0) > 1).length;
+}
+
 export async function stopSandboxProcesses(h: LocalSandboxHandle): Promise<number> {
   const ns = namespaceOf(h.pid, 'pid');
   if (!ns) throw sandboxError('sandbox_lost', `sandbox ${h.id} is gone: no pid namespace for its init ${h.pid}`);
   const killed = new Set<number>();
-  // The sandbox's cgroup lists its processes (every exec joins it first); a scan of all of /proc costs a
-  // readlink per process on the host, which at 1,000 sandboxes alive made each verify O(host processes).
-  // Its members include the exec machinery still outside the pid namespace (the entry program's parent): keep only those inside.
-  const inNamespace = async (): Promise<number[]> => {
-    const procs = h.cgroupProcFiles[0];
-    if (procs !== undefined) {
-      try {
-        return (await readFile(procs, 'utf8')).split('\n').filter(Boolean).map(Number).filter((p) => namespaceOf(p, 'pid') === ns);
-      } catch {
-        // the cgroup is gone: scan
-      }
-    }
-    return processesInNamespace('pid', ns);
-  };
+  const inNamespace = (): Promise<number[]> => processesOf(h, ns);
   for (let round = 0; round < 200; round++) {
     const victims = (await inNamespace()).filter((p) => p !== h.pid && (innermostPid(p) ?? 0) > 1);
     if (victims.length === 0) {
