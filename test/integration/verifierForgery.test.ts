@@ -15,6 +15,7 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { taskEnvironment, type TaskEnvironment } from '../../activities/environment/taskEnvironment.js';
 import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
+import { checkTask } from '../../activities/tasks/checkTask.js';
 import { loadTask } from '../../activities/tasks/loadTask.js';
 import { sandboxSpecForTask } from '../../activities/tasks/sandboxSpecForTask.js';
 import { verifyInPlace, type VerifyOutcome } from '../../activities/verifier/runVerifier.js';
@@ -163,6 +164,18 @@ if (noTools) {
         });
       } finally {
         await provider.teardown(handle);
+      }
+    });
+
+    test("the red team forges the verifier's programs on an image task; each forgery resists (EXPLOITABLE by all three on main)", async () => {
+      const report = await checkTask(task, provider);
+      assert.ok(report.passed, JSON.stringify(report, null, 1).slice(0, 3000));
+      assert.ok('exploits' in report.redTeam);
+      const forged = report.redTeam.exploits.filter((e) => e.name.startsWith('forge:'));
+      assert.deepEqual(forged.map((e) => e.name), ['forge:reward-reader', 'forge:shell', 'forge:path-shadow']);
+      for (const e of forged) {
+        assert.equal(e.reward, 0, `${e.name}: ${e.note ?? ''}`);
+        assert.match(e.note ?? '', /model\/verifier_tampered/);
       }
     });
 
