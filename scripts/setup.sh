@@ -165,10 +165,12 @@ done
 
 wall="$(secs_since "$total_start")"
 {
-  echo "setup: step           start     took  (steps run side by side; wall ${wall}s)"
+  echo "setup: step              start     took  (steps run side by side; wall ${wall}s)"
   for line in "${selected[@]}"; do
     read -r _ name _ <<<"$line"
-    printf 'setup: %-15s %6ss %7ss  %s\n' "$name" "${STARTED[$name]:--}" "${TOOK[$name]:--}" "${STATE[$name]:-not started}"
+    state="${STATE[$name]:-not started}"
+    [ "$state" = running ] && state="stopped: another step failed"
+    printf 'setup: %-15s %7s %8s  %s\n' "$name" "${STARTED[$name]:+${STARTED[$name]}s}" "${TOOK[$name]:+${TOOK[$name]}s}" "$state"
   done
 } >&2
 if [ -n "$failed" ]; then
