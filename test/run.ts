@@ -6,7 +6,7 @@
  * flags (for example `--test-name-pattern`) go to every file's `node --test`.
  *
  * Settings: ROLLOUT_TEST_JOBS (most files at once, default 3 × cores), ROLLOUT_TEST_CPU_BUDGET (the
- * cores the running files' weights may add up to, default 1.25 × cores).
+ * cores the running files' weights may add up to, default 1.5 × cores: most files wait more than they compute).
  */
 import { globSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { availableParallelism } from 'node:os';
@@ -58,7 +58,7 @@ if (!env.TEMPORAL_ADDRESS) {
 const cores = availableParallelism();
 const limits = {
   maxFiles: Number(env.ROLLOUT_TEST_JOBS ?? cores * 3),
-  weightBudget: Number(env.ROLLOUT_TEST_CPU_BUDGET ?? cores * 1.25),
+  weightBudget: Number(env.ROLLOUT_TEST_CPU_BUDGET ?? cores * 1.5),
 };
 const timingsPath = timingsFile(env);
 const lastRun = readTimings(timingsPath);

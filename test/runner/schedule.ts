@@ -5,8 +5,8 @@
  * that waits more than it computes and shares everything.
  *
  * Locks (held alone unless under `shares`):
- *   cpu-heavy       a suite that keeps the cores busy by itself (the real model on llama.cpp, the trainer,
- *                   kubelet and containerd, the real Temporal cluster, cold image builds): never two at once
+ *   cpu-heavy       a suite that keeps a core busy all along by itself (the real model on llama.cpp,
+ *                   the trainer; measured cpu/wall about 0.95): never two at once
  *   port:7233       binds, or needs free, the default Temporal address 127.0.0.1:7233 and UI 8233
  *                   (`rollout run --embedded` takes them when free)
  *   queue:default   starts workers on the default task queues (rollout-pipeline-*)
@@ -17,6 +17,7 @@
  *                   podman's working containers and mounts before and after
  *   host-network    the file that snapshots the host's links, addresses, routes and iptables rules
  *   kube-node       kubelet's and containerd's host paths (/var/lib/kubelet, /run/containerd)
+ *   temporal-cluster the real Temporal cluster's fixed ports (7233-7243, 6933-6939) on a random 127.x prefix
  */
 import type { ScheduledFile } from './scheduler.js';
 import type { FileTiming } from './timings.js';
@@ -41,6 +42,7 @@ const HEAVY = 'cpu-heavy';
 const DEFAULT_PORT = 'port:7233';
 const LOOP_SWEEP = 'loop-sweep';
 const PODMAN = 'podman-storage';
+const CLUSTER = 'temporal-cluster';
 
 const model = (estimateS: number, weight = 1.5): FileNeeds => ({ locks: [HEAVY], weight, estimateS });
 const reaps = (extra: FileNeeds = {}): FileNeeds => ({ ...extra, shares: [LOOP_SWEEP, ...(extra.shares ?? [])] });
@@ -55,12 +57,13 @@ export const FILE_NEEDS: Record<string, FileNeeds> = {
   'test/integration/trainInferenceMismatch.test.ts': model(300, 1.8),
   'test/integration/harnessPolicy.test.ts': model(220, 1.2),
   'test/unit/trainerState.test.ts': model(60),
-  'test/integration/kubernetesRealNode.test.ts': { locks: [HEAVY, 'kube-node'], shares: [PODMAN], weight: 1.2, estimateS: 400 },
-  'test/cluster/clusterChaos.test.ts': { locks: [HEAVY, 'host-network'], weight: 1.2, estimateS: 600 },
-  'test/cluster/clusterBadInput.test.ts': { locks: [HEAVY], weight: 1.2, estimateS: 120 },
-  // Task images: a cold cache builds CPython bases from source inside these.
-  'test/integration/imageSandbox.test.ts': { locks: [HEAVY], shares: [PODMAN], weight: 1.2, estimateS: 600 },
-  'test/integration/imageTasksPipeline.test.ts': { locks: [HEAVY], shares: [PODMAN], weight: 1.2, estimateS: 400 },
+  // A real node, a real cluster: mostly waiting on their own servers, with their own host resources.
+  'test/integration/kubernetesRealNode.test.ts': { locks: ['kube-node'], shares: [PODMAN], weight: 1.2, estimateS: 400 },
+  'test/cluster/clusterChaos.test.ts': { locks: ['host-network', CLUSTER], weight: 1.2, estimateS: 300 },
+  'test/cluster/clusterBadInput.test.ts': { locks: [CLUSTER], weight: 1, estimateS: 120 },
+  // Task images: a cold cache builds CPython bases from source inside these (measured weights follow).
+  'test/integration/imageSandbox.test.ts': { shares: [PODMAN], weight: 1, estimateS: 550 },
+  'test/integration/imageTasksPipeline.test.ts': { shares: [PODMAN], weight: 1, estimateS: 200 },
   'test/integration/buildOrphans.test.ts': { locks: [PODMAN], weight: 1, estimateS: 200 },
   'test/integration/verifierForgery.test.ts': { shares: [PODMAN], estimateS: 120 },
   // The default address and queues.

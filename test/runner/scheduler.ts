@@ -30,11 +30,17 @@ export interface SchedulerLimits {
 }
 
 /**
- * Orders files longest first (ties by name, so runs are repeatable); files that need the machine
- * alone go last, each once everything before it has finished.
+ * Orders files longest first (ties by name, so runs are repeatable), a file on a lock by the length of
+ * the lock's whole chain; files that need the machine alone go last, each once everything before it
+ * has finished.
  */
 export function longestFirst<T extends ScheduledFile>(files: T[]): T[] {
-  return [...files].sort((a, b) => Number(a.alone) - Number(b.alone) || b.expectedS - a.expectedS || a.file.localeCompare(b.file));
+  // Files that hold a lock alone run one after another: that chain is as long as all of them, so each
+  // ranks by the chain's whole length (the CPU-heavy suites start at once, not last and one by one).
+  const chain = new Map<string, number>();
+  for (const f of files) for (const l of f.locks) chain.set(l, (chain.get(l) ?? 0) + f.expectedS);
+  const rank = (f: T): number => Math.max(f.expectedS, ...f.locks.map((l) => chain.get(l) ?? 0));
+  return [...files].sort((a, b) => Number(a.alone) - Number(b.alone) || rank(b) - rank(a) || b.expectedS - a.expectedS || a.file.localeCompare(b.file));
 }
 
 /** The files of `waiting` (in its order) that may start now beside `running`. */

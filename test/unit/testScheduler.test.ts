@@ -17,6 +17,11 @@ test('longest first; files that need the machine alone last', () => {
   assert.deepEqual(names(order), ['c', 'a', 'b']);
 });
 
+test("files on a lock held alone rank by the whole chain's length: the CPU-heavy suites start first", () => {
+  const order = longestFirst([file('long', { expectedS: 300 }), file('m1', { expectedS: 200, locks: ['cpu-heavy'] }), file('m2', { expectedS: 150, locks: ['cpu-heavy'] })]);
+  assert.deepEqual(names(order), ['m1', 'm2', 'long']);
+});
+
 test('starts files while their weights fit the budget and the file count; one always runs', () => {
   assert.deepEqual(names(pickStartable([file('a', { weight: 1 }), file('b', { weight: 1 }), file('c', { weight: 0.5 })], [], limits)), ['a', 'b']);
   assert.deepEqual(names(pickStartable([file('heavy', { weight: 3 })], [], limits)), ['heavy'], 'heavier than the budget still runs, alone');
