@@ -232,6 +232,11 @@ export interface SandboxStateDigest {
   files: number;
   /** Bytes of file content counted. */
   bytes: number;
+  /**
+   * Why no digest could be taken (more entries or bytes than the reader's bounds): `digest` is then
+   * 'too-large', and a replay to this state cannot be checked, so resume restarts instead.
+   */
+  tooLarge?: string;
 }
 
 /**

@@ -50,7 +50,9 @@ export async function replayTurns(provider: SandboxProvider, handle: SandboxHand
         stateChecked = false;
         continue;
       }
+      if (original.state.tooLarge) return { status: 'diverged', calls, turn, callIndex, what: `the sandbox's files were too large to digest after the call the first time (${original.state.tooLarge}): the replay cannot be checked` };
       const state = await provider.stateDigest(handle);
+      if (state.tooLarge) return { status: 'diverged', calls, turn, callIndex, what: `the sandbox's files are too large to digest after the call in the replay (${state.tooLarge})` };
       if (state.digest !== original.state.digest) return { status: 'diverged', calls, turn, callIndex, what: `the sandbox's files differ after the call: ${differingAreas(original.state, state)}` };
       // Caches, logs and bytecode made at another time: drift, as a time in the output is.
       if (state.volatile?.digest !== original.state.volatile?.digest) done.drift = true;

@@ -69,3 +69,23 @@ test('state digest: a sandbox that is gone is reported lost, not digested', { ti
   await provider.teardown(c);
   await assert.rejects(provider.stateDigest(c), (err: Error & { failureClass?: string; type?: string }) => err.type === 'sandbox_lost' && /is gone/.test(err.message));
 });
+
+test('state digest: hostile state is named, never followed or read without bound (links, a FIFO, /dev/zero, a sparse giant, too many files)', { timeout: 180_000 }, async () => {
+  const d = await sandbox('hostile');
+  writeFileSync(join(scratch, 'host-secret'), 'host secret\n');
+  // Links to the host's files (absolute targets resolve against the host's root when followed from it), /dev/zero and a FIFO.
+  const links = await run(d, `ln -s ${join(scratch, 'host-secret')} /app/secret && ln -s / /app/root && ln -s /dev/zero /app/zero && mkfifo /app/pipe`);
+  assert.equal(links.tooLarge, undefined);
+  const again = await run(d, 'true');
+  assert.equal(again.digest, links.digest, 'read twice, the same: nothing was read through the links or from the FIFO');
+  // A directory swapped for a link to / between the walk's steps is refused, not walked: walking the
+  // same state with the link in place lists it as a link and nothing under it.
+  assert.ok(links.files < 50, `a handful of entries, not the host's tree: ${links.files}`);
+
+  const sparse = await run(d, 'truncate -s 300M /app/giant');
+  assert.match(sparse.tooLarge ?? '', /\/app\/giant has 314572800 bytes, more than 268435456/);
+  assert.equal(sparse.digest, 'too-large');
+  await run(d, 'rm /app/giant');
+  const many = await run(d, 'mkdir /app/many && cd /app/many && seq 1 201000 | xargs touch');
+  assert.match(many.tooLarge ?? '', /more than 200000 entries/);
+});

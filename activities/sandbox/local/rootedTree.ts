@@ -5,8 +5,8 @@
  * followed to the host's files; entries are listed from the open descriptor and looked at with lstat.
  * The walk is bounded by an entry count, so a million empty files cannot fill the worker's memory.
  */
-import { constants, type BigIntStats } from 'node:fs';
-import { lstat, open, readdir, type FileHandle } from 'node:fs/promises';
+import { closeSync, constants, lstatSync, openSync, readdirSync, type BigIntStats } from 'node:fs';
+import { open, type FileHandle } from 'node:fs/promises';
 
 export class TreeTooLargeError extends Error {
   constructor(readonly limit: number) {
@@ -21,39 +21,39 @@ export interface TreeEntry {
   stat: BigIntStats;
 }
 
-/** A directory held open by descriptor. */
+/**
+ * A directory held open by descriptor. Listing and lstat are synchronous: a walk of 200,000 entries is
+ * a second or two of system calls instead of a thread-pool round trip per entry.
+ */
 export class OpenDir {
-  private constructor(private readonly handle: FileHandle) {}
+  private closed = false;
+
+  private constructor(readonly fd: number) {}
 
   /** Opens a trusted host path (the start of a walk). */
   static async openTrusted(hostPath: string): Promise<OpenDir> {
-    return new OpenDir(await open(hostPath, constants.O_RDONLY | constants.O_DIRECTORY));
+    return new OpenDir(openSync(hostPath, constants.O_RDONLY | constants.O_DIRECTORY));
   }
 
   private child(name: string): string {
     if (name === '' || name === '.' || name === '..' || name.includes('/')) throw new Error(`not a directory entry name: ${JSON.stringify(name)}`);
-    return `/proc/self/fd/${this.handle.fd}/${name}`;
+    return `/proc/self/fd/${this.fd}/${name}`;
   }
 
   /** The directory's entry names. */
   async names(): Promise<string[]> {
-    return readdir(`/proc/self/fd/${this.handle.fd}`);
+    return readdirSync(`/proc/self/fd/${this.fd}`);
   }
 
   /** lstat of an entry (never follows it); undefined when it is gone. */
   async lstat(name: string): Promise<BigIntStats | undefined> {
-    try {
-      return await lstat(this.child(name), { bigint: true });
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-      throw err;
-    }
+    return lstatSync(this.child(name), { bigint: true, throwIfNoEntry: false });
   }
 
   /** Opens a subdirectory, refusing a symbolic link; undefined when it is gone or no longer a directory. */
   async openDir(name: string): Promise<OpenDir | undefined> {
     try {
-      return new OpenDir(await open(this.child(name), constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW));
+      return new OpenDir(openSync(this.child(name), constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW));
     } catch (err) {
       const code = (err as NodeJS.ErrnoException).code;
       if (code === 'ENOENT' || code === 'ENOTDIR' || code === 'ELOOP') return undefined;
@@ -82,7 +82,13 @@ export class OpenDir {
   }
 
   async close(): Promise<void> {
-    await this.handle.close().catch(() => undefined);
+    if (this.closed) return;
+    this.closed = true;
+    try {
+      closeSync(this.fd);
+    } catch {
+      // already closed
+    }
   }
 }
 

@@ -9,14 +9,28 @@
  *
  * Unchanged files are not read again: their content hash is kept by (device, inode, size, mtime,
  * ctime), which every write changes.
+ *
+ * The tree is the agent's: it is walked by descriptor, never following a link (rootedTree.ts; a
+ * directory swapped for a link to the host's / is refused, not read), only regular files are read
+ * (a FIFO, /dev/zero are named by type), and the walk is bounded: entries, bytes per file and bytes per
+ * digest. Past a bound the digest says so (`tooLarge`) instead of spinning the worker until the
+ * activity's timeout, and a replay to such a state restarts instead of resuming (activities/resume/).
  */
 import { createHash } from 'node:crypto';
-import { createReadStream, type BigIntStats } from 'node:fs';
-import { lstat, readdir, readlink } from 'node:fs/promises';
+import type { BigIntStats } from 'node:fs';
+import { readlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isVolatilePath, type LocalSandboxHandle, type SandboxStateDigest } from '../../../shared/sandbox.js';
 import { isLiveProcess, processStartTime } from './procfs.js';
 import { sandboxError, type LocalSandboxContext } from './localSandboxContext.js';
+import { OpenDir, TreeTooLargeError } from './rootedTree.js';
+
+/** Most entries a digest walks, most bytes it reads of one file and in all (unchanged files are not read again). */
+export const DIGEST_LIMITS = { entries: 200_000, fileBytes: 256 * 1024 * 1024, totalBytes: 1024 * 1024 * 1024 };
+
+class DigestTooLarge extends Error {}
+
+const EMPTY_SHA256 = createHash('sha256').digest('hex');
 
 /** Where a host-base sandbox keeps writable files outside its overlay (bwrapArgs.ts). */
 const HOST_BASE_TMPFS = ['/tmp', '/root', '/tests', '/solution', '/logs'];
@@ -47,46 +61,57 @@ export class StateDigester {
     const roots: Root[] = [{ mount: image ? '/' : h.workdir, hostPath: `/proc/${record.launcherPid}/root${join(record.stateDir, 'rw', 'upper')}` }];
     if (!image) for (const m of HOST_BASE_TMPFS) roots.push({ mount: m, hostPath: `/proc/${h.pid}/root${m}` });
     const entries: [string, string][] = [];
-    let bytes = 0;
-    for (const root of roots) {
-      await this.walk(root.hostPath, root.mount, entries, (n) => {
-        bytes += n;
-      });
+    const budget = { entries: 0, bytes: 0, read: 0 };
+    let tooLarge: string | undefined;
+    try {
+      for (const root of roots) {
+        let dir: OpenDir;
+        try {
+          dir = await OpenDir.openTrusted(root.hostPath);
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
+          throw err;
+        }
+        try {
+          await this.walk(dir, root.mount, entries, budget);
+        } finally {
+          await dir.close();
+        }
+      }
+    } catch (err) {
+      if (!(err instanceof DigestTooLarge || err instanceof TreeTooLargeError)) throw err;
+      tooLarge = err instanceof TreeTooLargeError ? `more than ${DIGEST_LIMITS.entries} entries` : err.message;
     }
     // The sandbox must still be the one asked about: a pid reused mid-walk would have shown another tree.
     if (processStartTime(record.launcherPid) !== launcherStart || !isLiveProcess(h.pid, h.pidStartTime)) throw sandboxError('sandbox_lost', `sandbox ${h.id} died while its state was read`);
+    if (tooLarge) return { digest: 'too-large', areas: {}, files: budget.entries, bytes: budget.bytes, tooLarge };
     entries.sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-    return summarize(entries, bytes);
+    return summarize(entries, budget.bytes);
   }
 
-  private async walk(hostDir: string, sandboxDir: string, out: [string, string][], addBytes: (n: number) => void): Promise<void> {
-    let names: string[];
-    try {
-      names = await readdir(hostDir);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
-      throw err;
-    }
-    for (const name of names) {
-      const hostPath = join(hostDir, name);
+  private async walk(dir: OpenDir, sandboxDir: string, out: [string, string][], budget: { entries: number; bytes: number; read: number }): Promise<void> {
+    for (const name of await dir.names()) {
       const path = join(sandboxDir, name);
-      let st: BigIntStats;
-      try {
-        st = await lstat(hostPath, { bigint: true });
-      } catch (err) {
-        // Removed by a process of the sandbox while it was read: it is not part of the state.
-        if ((err as NodeJS.ErrnoException).code === 'ENOENT') continue;
-        throw err;
-      }
+      // Removed by a process of the sandbox while it was read: it is not part of the state.
+      const st = await dir.lstat(name);
+      if (!st) continue;
+      if (++budget.entries > DIGEST_LIMITS.entries) throw new TreeTooLargeError(DIGEST_LIMITS.entries);
       const meta = `${(st.mode & 0o7777n).toString(8)} ${st.uid}:${st.gid}`;
       if (st.isDirectory()) {
         out.push([path, `dir ${meta}`]);
-        await this.walk(hostPath, path, out, addBytes);
+        const sub = await dir.openDir(name);
+        if (!sub) continue;
+        try {
+          await this.walk(sub, path, out, budget);
+        } finally {
+          await sub.close();
+        }
       } else if (st.isFile()) {
-        addBytes(Number(st.size));
-        out.push([path, `file ${meta} ${st.size} ${await this.contentHash(hostPath, st)}`]);
+        if (st.size > BigInt(DIGEST_LIMITS.fileBytes)) throw new DigestTooLarge(`${path} has ${st.size} bytes, more than ${DIGEST_LIMITS.fileBytes} (a sparse giant?)`);
+        budget.bytes += Number(st.size);
+        out.push([path, `file ${meta} ${st.size} ${await this.contentHash(dir, name, path, st, budget)}`]);
       } else if (st.isSymbolicLink()) {
-        out.push([path, `link ${await readlink(hostPath)}`]);
+        out.push([path, `link ${await readlink(`/proc/self/fd/${dir.fd}/${name}`).catch(() => '?')}`]);
       } else if (st.isCharacterDevice() && st.rdev === 0n) {
         // overlayfs's whiteout: the file of the lower layer was deleted.
         out.push([path, 'deleted']);
@@ -96,16 +121,30 @@ export class StateDigester {
     }
   }
 
-  private async contentHash(hostPath: string, st: BigIntStats): Promise<string> {
+  private async contentHash(dir: OpenDir, name: string, path: string, st: BigIntStats, budget: { read: number }): Promise<string> {
     const key = `${st.dev}:${st.ino}:${st.size}:${st.mtimeNs}:${st.ctimeNs}`;
     const known = this.hashes.get(key);
     if (known) return known;
+    if (st.size === 0n) return EMPTY_SHA256;
+    // O_NOFOLLOW and O_NONBLOCK, regular files only: swapped for a link or a FIFO since the lstat, it is not read.
+    const file = await dir.openFile(name);
+    if (!file) return 'gone';
     const hash = createHash('sha256');
     try {
-      for await (const chunk of createReadStream(hostPath)) hash.update(chunk as Buffer);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') return 'gone';
-      throw err;
+      const chunk = Buffer.alloc(1 << 20);
+      let read = 0;
+      for (;;) {
+        const { bytesRead } = await file.read(chunk, 0, chunk.length, read);
+        if (bytesRead === 0) break;
+        read += bytesRead;
+        budget.read += bytesRead;
+        // Grown past its size since the lstat (a writer still at it): bounded all the same.
+        if (read > DIGEST_LIMITS.fileBytes) throw new DigestTooLarge(`${path} grew past ${DIGEST_LIMITS.fileBytes} bytes while read`);
+        if (budget.read > DIGEST_LIMITS.totalBytes) throw new DigestTooLarge(`more than ${DIGEST_LIMITS.totalBytes} bytes of changed files to read`);
+        hash.update(chunk.subarray(0, bytesRead));
+      }
+    } finally {
+      await file.close();
     }
     const hex = hash.digest('hex');
     if (this.hashes.size >= MAX_CACHED_HASHES) this.hashes.clear();
