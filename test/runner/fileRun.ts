@@ -5,7 +5,7 @@
  * log file per test file, so files that run side by side do not interleave; the caller prints it whole.
  */
 import { spawn } from 'node:child_process';
-import { createWriteStream, readFileSync, writeFileSync } from 'node:fs';
+import { createWriteStream, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 export interface FileCounts {
@@ -60,7 +60,18 @@ export function parseBashTimes(text: string): number {
   return total;
 }
 
-export function runTestFile(o: FileRunOptions): Promise<FileResult> {
+/** Runs the file; a failure of the runner's own (its output folder gone) is that file's failure, never the run's end. */
+export async function runTestFile(o: FileRunOptions): Promise<FileResult> {
+  try {
+    return await runMeasured(o);
+  } catch (err) {
+    const empty = { tests: 0, pass: 0, fail: 0, skipped: 0, todo: 0, cancelled: 0 };
+    return { file: o.file, wallS: 0, cpuS: 0, exitCode: 1, killedBecause: `the runner could not run it: ${err instanceof Error ? err.message : String(err)}`, counts: empty, logFile: join(o.outDir, 'output.log') };
+  }
+}
+
+function runMeasured(o: FileRunOptions): Promise<FileResult> {
+  mkdirSync(o.outDir, { recursive: true });
   const logFile = join(o.outDir, 'output.log');
   const tapFile = join(o.outDir, 'report.tap');
   const timesFile = join(o.outDir, 'times.txt');
