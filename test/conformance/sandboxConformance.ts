@@ -261,8 +261,11 @@ export function sandboxConformanceSuite(name: string, target: () => ConformanceT
         for (const p of hostPorts) {
           for (const host of ['10.0.2.2', '127.0.0.1']) assert.notEqual((await probe(host, p)).exitCode, 0, `host loopback port ${p} via ${host} is unreachable`);
         }
-        for (const a of [...own, '169.254.169.254']) {
-          const r = await probe(a, a === '169.254.169.254' ? 80 : port);
+        // Cloud host endpoints (AWS/GCP metadata, Azure's WireServer) and slirp's own network beyond its
+        // gateway and DNS forwarder (libslirp sends 10.0.2.x out to the host's network): stopped by a route,
+        // before any packet leaves the sandbox.
+        for (const a of [...own, '169.254.169.254', '168.63.129.16', '10.0.2.50', '10.0.2.4']) {
+          const r = await probe(a, own.includes(a) ? port : 80);
           assert.notEqual(r.exitCode, 0, `${a} is unreachable from a public sandbox`);
           assert.match(r.stderr, /No route to host|Network is unreachable/, `${a}: stopped by the sandbox's routes, not by chance`);
         }

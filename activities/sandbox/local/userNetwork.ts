@@ -38,8 +38,19 @@ export const slirp4netnsPath = (): string => process.env.ROLLOUT_SLIRP4NETNS ?? 
 const IP = '/usr/sbin/ip';
 const SLIRP_NETWORK = '10.0.2.0/24';
 
-/** Ranges a public sandbox never reaches: RFC 1918, shared (CGNAT), link-local (cloud metadata), "this network", multicast, reserved. */
-export const BLOCKED_RANGES = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10', '169.254.0.0/16', '0.0.0.0/8', '224.0.0.0/4', '240.0.0.0/4'];
+/**
+ * Ranges a public sandbox never reaches: RFC 1918, shared (CGNAT; Alibaba's metadata 100.100.100.200),
+ * link-local (the metadata address 169.254.169.254), "this network", multicast, reserved, and Azure's
+ * host endpoint (WireServer, 168.63.129.16: a public address every Azure VM reaches).
+ */
+export const BLOCKED_RANGES = ['10.0.0.0/8', '172.16.0.0/12', '192.168.0.0/16', '100.64.0.0/10', '169.254.0.0/16', '0.0.0.0/8', '224.0.0.0/4', '240.0.0.0/4', '168.63.129.16/32'];
+/**
+ * slirp's own network minus its gateway (10.0.2.2, the default route's next hop; with
+ * --disable-host-loopback it is not the host) and its DNS forwarder (10.0.2.3): libslirp sends a
+ * connection to any other 10.0.2.x out to the host's network, where a 10.0.2.0/24 LAN or VPC subnet
+ * would answer. Our own 10.0.2.100 is in the local table, which wins over these.
+ */
+export const SLIRP_NETWORK_BLOCKED = ['10.0.2.0/31', '10.0.2.4/30', '10.0.2.8/29', '10.0.2.16/28', '10.0.2.32/27', '10.0.2.64/26', '10.0.2.128/25'];
 const CIDR = /^(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})\/(\d|[12]\d|3[0-2])$/;
 
 function failure(message: string): ClassifiedError<'infra'> {
@@ -81,8 +92,9 @@ export function allowedDestinations(value = process.env.ROLLOUT_PUBLIC_NETWORK_A
 
 /** The `ip -batch` lines that make the sandbox's routing table: the blocked destinations unreachable, the allowed ones out via slirp's gateway. */
 export function routeCommands(blocked: string[], allowed: string[]): string[] {
-  // slirp's own network (a host on 10.0.2.0/24 would collide with it) stays the sandbox's link.
-  return [...blocked.filter((c) => c !== SLIRP_NETWORK).map((c) => `route add unreachable ${c}`), ...allowed.map((c) => `route add ${c} via 10.0.2.2 dev tap0`)];
+  // slirp's own network stays the sandbox's link, but only for the gateway and the DNS forwarder.
+  const unreachable = [...blocked.filter((c) => c !== SLIRP_NETWORK), ...SLIRP_NETWORK_BLOCKED];
+  return [...unreachable.map((c) => `route add unreachable ${c}`), ...allowed.map((c) => `route add ${c} via 10.0.2.2 dev tap0`)];
 }
 
 /**
