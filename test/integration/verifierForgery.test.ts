@@ -13,6 +13,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { attributeVerifyFailure } from '../../activities/attribution/attributeFailure.js';
+import { VerifierControls } from '../../activities/attribution/verifierControl.js';
 import { taskEnvironment, type TaskEnvironment } from '../../activities/environment/taskEnvironment.js';
 import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
 import { checkTask } from '../../activities/tasks/checkTask.js';
@@ -176,6 +178,26 @@ if (noTools) {
       for (const e of forged) {
         assert.equal(e.reward, 0, `${e.name}: ${e.note ?? ''}`);
         assert.match(e.note ?? '', /model\/verifier_tampered/);
+      }
+    });
+
+    test("an agent that keeps the verifier's sandbox from starting is scored, not masked (infra/provision_failed on main)", async () => {
+      if (!environment) throw new Error('the fixture image was not built');
+      const spec = sandboxSpecForTask(task, { workflowId: 'verifier-forgery', runId: 'r', attempt: 0 }, {}, false, environment.image);
+      const { handle } = await provider.provision(spec);
+      try {
+        // The workspace replaced by a dangling link: bwrap cannot chdir there for the verifier beside.
+        await provider.exec(handle, `${WRONG} && rm -rf /app && ln -s /nonexistent /app`, { timeoutMs: 10_000 });
+        const err = await verifyInPlace(provider, handle, task, environment.verify).then(() => undefined, (e: unknown) => e);
+        assert.ok(err instanceof ClassifiedError, `the verifier could not run: ${String(err)}`);
+        assert.equal(failureName(err), 'infra/verifier_crashed', err.message);
+        assert.match(err.message, /the verifier's sandbox beside the agent's could not start: .*Can't chdir to \/app/);
+        // Failure attribution: the same verifier completes on the untouched start in a fresh sandbox.
+        const attributed = await attributeVerifyFailure(err, task, new VerifierControls(provider, 'verifier-forgery-host'), { ...spec, owner: { ...spec.owner, workflowId: 'verifier-forgery/control' } }, environment.verify);
+        assert.ok(attributed instanceof ClassifiedError);
+        assert.equal(failureName(attributed), 'model/verifier_broken', attributed.message);
+      } finally {
+        await provider.teardown(handle);
       }
     });
 
