@@ -48,14 +48,16 @@ const model = (estimateS: number, weight = 1.5): FileNeeds => ({ locks: [HEAVY],
 const reaps = (extra: FileNeeds = {}): FileNeeds => ({ ...extra, shares: [LOOP_SWEEP, ...(extra.shares ?? [])] });
 
 export const FILE_NEEDS: Record<string, FileNeeds> = {
-  // The real model, the trainer, a real node and a real cluster: one at a time.
+  // The real model and the trainer: one at a time. A suite with scripted cases beside its real-model
+  // ones keeps those in a file of their own, which does not wait for this slot (harnessPolicy,
+  // generationTooLong).
   'test/integration/realModel.test.ts': model(300),
   'test/integration/realModelTokens.test.ts': model(200),
-  'test/integration/generationTooLong.test.ts': model(100),
+  'test/integration/generationTooLongRealModel.test.ts': model(40),
   'test/integration/samplingLogprobs.test.ts': model(120),
   'test/integration/admissionRealServer.test.ts': model(120),
   'test/integration/trainInferenceMismatch.test.ts': model(300, 1.8),
-  'test/integration/harnessPolicy.test.ts': model(220, 1.2),
+  'test/integration/harnessRealModel.test.ts': model(170, 1.2),
   'test/unit/trainerState.test.ts': model(60),
   // A real node, a real cluster: mostly waiting on their own servers, with their own host resources.
   'test/integration/kubernetesRealNode.test.ts': { locks: ['kube-node'], shares: [PODMAN], weight: 1.2, estimateS: 400 },
