@@ -15,7 +15,7 @@ import { fileURLToPath } from 'node:url';
 import { startDevServer, type RunningDevServer } from '../workers/temporalDevServer.js';
 import { TemporalBinaryError } from '../workers/temporalBinary.js';
 import { runTestFile, stopAllTestFiles, type FileResult } from './runner/fileRun.js';
-import { scheduledFile, type PlannedFile } from './runner/schedule.js';
+import { CPU_HEAVY, scheduledFile, type PlannedFile } from './runner/schedule.js';
 import { longestFirst, pickStartable } from './runner/scheduler.js';
 import { formatTimeTable } from './runner/timeTable.js';
 import { readTimings, timingsFile, writeTimings, type TimingTable } from './runner/timings.js';
@@ -97,7 +97,10 @@ await new Promise<void>((allDone) => {
       rmSync(outDir, { recursive: true, force: true });
       mkdirSync(outDir, { recursive: true });
       console.log(`[${elapsed()}] start ${f.file} (beside ${running.size - 1}; expected ${f.expectedS.toFixed(0)} s, weight ${f.weight.toFixed(2)})`);
-      void runTestFile({ root, file: f.file, outDir, env, nodeTestArgs, limitS: f.limitS }).then((r) => {
+      // The CPU-heavy suites are the run's critical path (one at a time, end to end): the rest run at a
+      // lower priority, so they take the cores only when those suites leave them idle.
+      const niceness = f.locks.includes(CPU_HEAVY) ? 0 : 10;
+      void runTestFile({ root, file: f.file, outDir, env, nodeTestArgs, limitS: f.limitS, niceness }).then((r) => {
         running.delete(f.file);
         results.push(r);
         let log = '';

@@ -157,7 +157,8 @@ describe('rollout run and status against running workers', { timeout: 300_000 },
   });
 });
 
-describe('bad input gets exit code 2 and a message naming the problem', { timeout: 120_000 }, () => {
+// About 30 CLI starts: 4 s each with the machine loaded by other test files (120 s ran out then).
+describe('bad input gets exit code 2 and a message naming the problem', { timeout: 360_000 }, () => {
   const cases: [string[], RegExp][] = [
     [['run', '--tasks', join(scratch, 'missing')], /--tasks .*missing: not a directory/],
     [['run', '--tasks', task, '--group-size', '0'], /groupSize: a group needs at least 1 rollout/],

@@ -40,6 +40,8 @@ export interface FileRunOptions {
   nodeTestArgs: string[];
   /** The runner stops the file's whole process group past this many seconds. */
   limitS: number;
+  /** `nice` of the file's processes: the files beside a CPU-heavy one yield the cores to it. */
+  niceness: number;
 }
 
 /** Reads node's TAP summary lines (`# pass 3`, ...). */
@@ -89,7 +91,7 @@ function runMeasured(o: FileRunOptions): Promise<FileResult> {
   return new Promise((resolve) => {
     // Written as it comes (tail it to watch a long file), printed whole by the runner at the end.
     const log = createWriteStream(logFile);
-    const child = spawn('bash', ['-c', script, 'bash', process.execPath, ...nodeArgs], {
+    const child = spawn('nice', ['-n', String(o.niceness), 'bash', '-c', script, 'bash', process.execPath, ...nodeArgs], {
       cwd: o.root,
       env: { ...o.env, ROLLOUT_TEST_TIMES_FILE: timesFile },
       stdio: ['ignore', 'pipe', 'pipe'],

@@ -6,7 +6,9 @@
  *
  * Locks (held alone unless under `shares`):
  *   cpu-heavy       a suite that keeps a core busy all along by itself (the real model on llama.cpp,
- *                   the trainer; measured cpu/wall about 0.95): never two at once
+ *                   the trainer; measured cpu/wall about 0.95): never two at once. These run one after
+ *                   another from the run's start, so they are its critical path: every other file runs
+ *                   at nice 10 and yields the cores to them
  *   port:7233       binds, or needs free, the default Temporal address 127.0.0.1:7233 and UI 8233
  *                   (`rollout run --embedded` takes them when free)
  *   queue:default   starts workers on the default task queues (rollout-pipeline-*)
@@ -38,7 +40,8 @@ export interface PlannedFile extends ScheduledFile {
   limitS: number;
 }
 
-const HEAVY = 'cpu-heavy';
+export const CPU_HEAVY = 'cpu-heavy';
+const HEAVY = CPU_HEAVY;
 const DEFAULT_PORT = 'port:7233';
 const LOOP_SWEEP = 'loop-sweep';
 const PODMAN = 'podman-storage';
