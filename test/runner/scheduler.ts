@@ -50,6 +50,7 @@ export function pickStartable<T extends ScheduledFile>(waiting: T[], running: T[
   // Locks an earlier file waits to hold alone: later files may not take them, so sharers that keep
   // arriving cannot starve it.
   const reserved = new Set<string>();
+  let heldRoom = 0;
   for (const f of waiting) {
     if (active.length >= limits.maxFiles) break;
     if (active.some((r) => r.alone)) break;
@@ -65,7 +66,12 @@ export function pickStartable<T extends ScheduledFile>(waiting: T[], running: T[
       continue;
     }
     const load = active.reduce((s, r) => s + r.weight, 0);
-    if (active.length > 0 && load + f.weight > limits.weightBudget) continue;
+    // The first file that did not fit keeps its room: files after it start only beside that room, so
+    // light files arriving one after another cannot starve a heavier one ahead of them.
+    if (active.length > 0 && load + f.weight + heldRoom > limits.weightBudget) {
+      if (heldRoom === 0 && !f.locks.some((l) => reserved.has(l))) heldRoom = f.weight;
+      continue;
+    }
     started.push(f);
     active.push(f);
   }

@@ -28,6 +28,13 @@ test('starts files while their weights fit the budget and the file count; one al
   assert.deepEqual(names(pickStartable([file('x', { weight: 0.1 })], [1, 2, 3, 4].map((i) => file(`r${i}`, { weight: 0.1 })), limits)), []);
 });
 
+test('a file that does not fit keeps its room: lighter files behind it cannot starve it', () => {
+  const running = [file('trainer', { weight: 1.8 })];
+  const waiting = [file('image', { weight: 1.4 }), file('l1', { weight: 0.3 }), file('l2', { weight: 0.3 })];
+  assert.deepEqual(names(pickStartable(waiting, running, { weightBudget: 3, maxFiles: 6 })), [], 'image does not fit (3.2 > 3), and l1 would take its room');
+  assert.deepEqual(names(pickStartable(waiting, [file('trainer', { weight: 1.8 })], { weightBudget: 3.5, maxFiles: 6 })), ['image', 'l1']);
+});
+
 test('a lock held alone keeps every other holder or sharer out; sharers run together', () => {
   const heavy = (n: string) => file(n, { locks: ['cpu-heavy'] });
   assert.deepEqual(names(pickStartable([heavy('m1'), heavy('m2'), file('light')], [], limits)), ['m1', 'light']);
