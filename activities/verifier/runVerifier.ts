@@ -7,8 +7,10 @@
  *             network, so what the agent left running (a server the tests
  *             call) keeps running as under Harbor, but processes, /tests,
  *             /logs, /tmp and /root of its own that the agent's processes
- *             cannot see: a process the agent left cannot learn that the tests
- *             started, read them, or write the reward. Elsewhere every process
+ *             cannot see: a process the agent left cannot see the tests'
+ *             files or processes, read them, or write the reward (it shares
+ *             their network namespace, so it can see their sockets in /proc/net;
+ *             docs/verifier-integrity.md). Elsewhere every process
  *             the agent left is killed first. Either way /tests, /logs/verifier
  *             (a reward file written by the agent), /root and /tmp are unlocked
  *             and emptied (RESET_FOR_TESTS); the task's tests are uploaded to
