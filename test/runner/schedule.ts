@@ -59,7 +59,8 @@ export const FILE_NEEDS: Record<string, FileNeeds> = {
   'test/integration/generationTooLongRealModel.test.ts': model(40),
   'test/integration/samplingLogprobs.test.ts': model(120),
   'test/integration/admissionRealServer.test.ts': model(120),
-  'test/integration/trainInferenceMismatch.test.ts': model(300, 1.8),
+  // About 10.5 minutes alone: several trainer processes (torch on the CPU, the model's float32 weights).
+  'test/integration/trainInferenceMismatch.test.ts': model(640, 1.8),
   'test/integration/harnessRealModel.test.ts': model(170, 1.2),
   'test/unit/trainerState.test.ts': model(60),
   // A real node, a real cluster: mostly waiting on their own servers, with their own host resources.
