@@ -5,8 +5,8 @@
  * a table of every file's wall and CPU time closes the run. Arguments: test file paths run just those;
  * flags (for example `--test-name-pattern`) go to every file's `node --test`.
  *
- * Settings: ROLLOUT_TEST_JOBS (most files at once, default 4 × cores), ROLLOUT_TEST_CPU_BUDGET (the
- * cores the running files' weights may add up to, default 2 × cores: most files wait more than they compute,
+ * Settings: ROLLOUT_TEST_JOBS (most files at once, default 2 × cores), ROLLOUT_TEST_CPU_BUDGET (the
+ * cores the running files' weights may add up to, default 1.5 × cores: most files wait more than they compute,
  * and the files beside a CPU-heavy suite run at nice 10).
  */
 import { globSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -58,8 +58,8 @@ if (!env.TEMPORAL_ADDRESS) {
 
 const cores = availableParallelism();
 const limits = {
-  maxFiles: Number(env.ROLLOUT_TEST_JOBS ?? cores * 4),
-  weightBudget: Number(env.ROLLOUT_TEST_CPU_BUDGET ?? cores * 2),
+  maxFiles: Number(env.ROLLOUT_TEST_JOBS ?? cores * 2),
+  weightBudget: Number(env.ROLLOUT_TEST_CPU_BUDGET ?? cores * 1.5),
 };
 const timingsPath = timingsFile(env);
 const lastRun = readTimings(timingsPath);
