@@ -67,7 +67,8 @@ export async function probeTemporalBinary(path: string, source: TemporalBinary['
   }
   let stdout: string;
   try {
-    ({ stdout } = await execFileAsync(path, ['--version'], { timeout: 15_000 }));
+    // A generous limit: the binary is large, and a loaded machine took more than 15 s to start it.
+    ({ stdout } = await execFileAsync(path, ['--version'], { timeout: 60_000 }));
   } catch (err) {
     const reason = err instanceof Error ? err.message.split('\n')[0] : String(err);
     throw new TemporalBinaryError(`${path} (from ${source}) does not run as the Temporal CLI: ${reason}.`);

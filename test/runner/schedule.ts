@@ -7,8 +7,8 @@
  * Locks (held alone unless under `shares`):
  *   cpu-heavy       a suite that keeps a core busy all along by itself (the real model on llama.cpp,
  *                   the trainer; measured cpu/wall about 0.95): never two at once. These run one after
- *                   another from the run's start, so they are its critical path: every other file runs
- *                   at nice 10 and yields the cores to them
+ *                   another from the run's start, so they are its critical path (ROLLOUT_TEST_NICE can
+ *                   lower the other files' priority beside them)
  *   port:7233       binds, or needs free, the default Temporal address 127.0.0.1:7233 and UI 8233
  *                   (`rollout run --embedded` takes them when free)
  *   queue:default   starts workers on the default task queues (rollout-pipeline-*)
