@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { startDevServer, type RunningDevServer } from '../workers/temporalDevServer.js';
 import { TemporalBinaryError } from '../workers/temporalBinary.js';
 import { runTestFile, stopAllTestFiles, type FileResult } from './runner/fileRun.js';
-import { CPU_HEAVY, scheduledFile, type PlannedFile } from './runner/schedule.js';
+import { CPU_HEAVY, TRAINER, scheduledFile, type PlannedFile } from './runner/schedule.js';
 import { longestFirst, pickStartable } from './runner/scheduler.js';
 import { formatTimeTable } from './runner/timeTable.js';
 import { readTimings, timingsFile, writeTimings, type TimingTable } from './runner/timings.js';
@@ -101,7 +101,7 @@ await new Promise<void>((allDone) => {
       // ROLLOUT_TEST_NICE lowers the priority of the files beside a CPU-heavy suite (the run's critical
       // path). Off by default: at nice 10 beside the real model, the cluster suite's 15 s probe of the
       // Temporal CLI timed out (run 5 of 2026-12-06).
-      const niceness = f.locks.includes(CPU_HEAVY) ? 0 : Number(env.ROLLOUT_TEST_NICE ?? 0);
+      const niceness = f.locks.includes(CPU_HEAVY) || f.locks.includes(TRAINER) ? 0 : Number(env.ROLLOUT_TEST_NICE ?? 0);
       void runTestFile({ root, file: f.file, outDir, env, nodeTestArgs, limitS: f.limitS, niceness }).then((r) => {
         running.delete(f.file);
         results.push(r);
@@ -129,10 +129,11 @@ const table = formatTimeTable(results, elapsedS);
 writeFileSync(join(outputDir, 'test-times.txt'), `${table}\n`);
 console.log(`\nnpm test: every test file's time (test-output/test-times.txt; ${results.length} files in ${elapsedS.toFixed(0)} s)\n${table}\n`);
 
-// Record the whole files' times for the next run's order and weights (not a filtered or interrupted run).
+// Record the whole files' times for the next run's order and weights (not a filtered or interrupted
+// run; not a file that failed or was stopped: its time says when it broke, not what it needs).
 if (!interrupted && !nodeTestArgs.some((a) => a.startsWith('--test-name-pattern') || a.startsWith('--test-skip-pattern'))) {
   const measured: TimingTable = {};
-  for (const r of results) if (!r.killedBecause) measured[r.file] = { wallS: r.wallS, cpuS: r.cpuS, at: new Date().toISOString() };
+  for (const r of results) if (!r.killedBecause && r.exitCode === 0) measured[r.file] = { wallS: r.wallS, cpuS: r.cpuS, at: new Date().toISOString() };
   writeTimings(timingsPath, measured);
 }
 

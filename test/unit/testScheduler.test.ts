@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { longestFirst, pickStartable, type ScheduledFile } from '../runner/scheduler.js';
 import { parseBashTimes, parseTapCounts } from '../runner/fileRun.js';
+import { scheduledFile } from '../runner/schedule.js';
 
 const file = (name: string, o: Partial<ScheduledFile> = {}): ScheduledFile => ({ file: name, expectedS: 10, weight: 0.5, locks: [], shares: [], alone: false, ...o });
 const names = (fs: ScheduledFile[]): string[] => fs.map((f) => f.file);
@@ -54,4 +55,10 @@ test('a file that needs the machine alone starts only on an idle machine, and no
 test("the measurements come from node's TAP summary and bash's `times`", () => {
   assert.deepEqual(parseTapCounts('ok 1\n# tests 5\n# suites 1\n# pass 3\n# fail 1\n# cancelled 0\n# skipped 1\n# todo 0\n'), { tests: 5, pass: 3, fail: 1, skipped: 1, todo: 0, cancelled: 0 });
   assert.equal(parseBashTimes('0m0.010s 0m0.005s\n1m2.500s 0m0.500s\n'), 63);
+});
+
+test('a file is stopped past four times its last measured time, within 25 and 45 minutes', () => {
+  assert.equal(scheduledFile('test/unit/short.test.ts', { wallS: 30, cpuS: 10, at: '' }).limitS, 25 * 60);
+  assert.equal(scheduledFile('test/faults/faultSuite.test.ts', { wallS: 507, cpuS: 120, at: '' }).limitS, 4 * 507, 'the fault suite, 507 s here, has 34 minutes on a machine three times slower');
+  assert.equal(scheduledFile('test/integration/trainInferenceMismatch.test.ts', { wallS: 1274, cpuS: 901, at: '' }).limitS, 45 * 60);
 });
