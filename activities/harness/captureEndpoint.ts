@@ -1,12 +1,15 @@
 /**
- * The HTTP endpoint a harness run talks to, one per rollout attempt on loopback: `<url>/v1` is the
+ * The HTTP endpoint a harness run talks to, one per rollout attempt: `<url>/v1` is the
  * OpenAI-compatible API its model calls go to (captured, then forwarded: capturedCall.ts), and
  * `<url>/exec` runs one command in the rollout's sandbox (bridgedCommand.ts). A random path segment
- * keeps other local processes from posing as the harness.
+ * keeps other local processes from posing as the harness. For a jailed harness (harnessJail.ts) it
+ * listens on a unix socket in the run's scratch directory, and its URLs are the jail's relay on the
+ * jail's own loopback; otherwise on this host's loopback.
  */
 import { randomBytes } from 'node:crypto';
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { JAIL_RELAY_PORT } from './harnessJail.js';
 
 export interface EndpointReply {
   status: number;
@@ -51,7 +54,7 @@ function send(res: ServerResponse, reply: EndpointReply): void {
 
 const openaiError = (status: number, message: string, type = 'invalid_request_error'): EndpointReply => ({ status, body: { error: { message, type, code: status } } });
 
-export async function startCaptureEndpoint(handlers: EndpointHandlers): Promise<CaptureEndpoint> {
+export async function startCaptureEndpoint(handlers: EndpointHandlers, where: { socketPath?: string } = {}): Promise<CaptureEndpoint> {
   const token = randomBytes(12).toString('hex');
   const server = createServer((req, res) => {
     const path = (req.url ?? '').split('?')[0] ?? '';
@@ -80,9 +83,10 @@ export async function startCaptureEndpoint(handlers: EndpointHandlers): Promise<
   server.headersTimeout = 60_000;
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => resolve());
+    if (where.socketPath) server.listen(where.socketPath, () => resolve());
+    else server.listen(0, '127.0.0.1', () => resolve());
   });
-  const { port } = server.address() as AddressInfo;
+  const port = where.socketPath ? JAIL_RELAY_PORT : (server.address() as AddressInfo).port;
   const base = `http://127.0.0.1:${port}/${token}`;
   return {
     apiBase: `${base}/v1`,

@@ -1,12 +1,14 @@
 /**
  * The harness's own process: its venv's python running its adapter module (python/harness_bridge/)
- * in a scratch directory, with an environment of exactly what it needs (the bridge's address, no
- * downloads at import, no user config), in a process group of its own so that stopping it stops
- * whatever it started. Its stdout and stderr are kept as one tail: the evidence when it fails.
+ * in its jail (harnessJail.ts) with the scratch directory as its home, with an environment of
+ * exactly what it needs (the bridge's address, no downloads at import, no user config), in a
+ * process group of its own so that stopping it stops whatever it started. Its stdout and stderr
+ * are kept as one tail: the evidence when it fails.
  */
 import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { HARNESS_BRIDGE_DIR, type InstalledHarness } from './harnessInstall.js';
+import { jailedHarnessArgv } from './harnessJail.js';
 
 const OUTPUT_TAIL_BYTES = 4096;
 
@@ -24,13 +26,16 @@ export interface HarnessProcess {
 }
 
 export function startHarnessProcess(harness: InstalledHarness, runDir: string, runFile: string, bridge: string): HarnessProcess {
-  const child = spawn(harness.python, ['-m', harness.module, runFile], {
+  const [file, args] = jailedHarnessArgv(harness, runDir, [runFile]);
+  const child = spawn(file, args, {
     cwd: runDir,
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
     env: {
       PATH: process.env.PATH ?? '/usr/bin:/bin',
       HOME: runDir,
+      USER: 'rollout-harness',
+      LOGNAME: 'rollout-harness',
       PYTHONPATH: HARNESS_BRIDGE_DIR,
       PYTHONDONTWRITEBYTECODE: '1',
       PYTHONUNBUFFERED: '1',

@@ -33,6 +33,7 @@ import { captureCall, chatCompletion, clientFailure, readHarnessRequest } from '
 import { harnessOutcome, type HarnessEnd } from './harnessOutcome.js';
 import { installedHarness } from './harnessInstall.js';
 import { startHarnessProcess, type HarnessExitStatus } from './harnessProcess.js';
+import { CAPTURE_SOCKET, handOver, harnessUid } from './harnessJail.js';
 
 export interface HarnessRunInput {
   handle: SandboxHandle;
@@ -202,8 +203,11 @@ export async function runHarness(deps: HarnessDeps, input: HarnessRunInput): Pro
     }
   };
 
-  const endpoint = await startCaptureEndpoint({ chat, exec, model: policy.inference.model });
   const runDir = await mkdtemp(join(tmpdir(), 'rollout-harness-'));
+  const endpoint = await startCaptureEndpoint({ chat, exec, model: policy.inference.model }, { socketPath: join(runDir, CAPTURE_SOCKET) }).catch(async (err: unknown) => {
+    await rm(runDir, { recursive: true, force: true });
+    throw err;
+  });
   try {
     const run = {
       instruction: deps.task.instruction,
@@ -218,6 +222,7 @@ export async function runHarness(deps: HarnessDeps, input: HarnessRunInput): Pro
       resultPath: join(runDir, 'result.json'),
     };
     await writeFile(join(runDir, 'run.json'), JSON.stringify(run));
+    handOver(runDir, harnessUid());
     const child = startHarnessProcess(harness, runDir, join(runDir, 'run.json'), endpoint.bridge);
     const killGroup = child.signalGroup;
     stopHarness = (why) => {
