@@ -12,7 +12,7 @@ import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { freePort } from '../workers/temporalDevServer.js';
 import { setUpNamespace } from './namespaceSetup.js';
-import { PostgresServer } from './postgresServer.js';
+import { PASSWORD_FILE, PostgresServer, redactedUrl } from './postgresServer.js';
 import { dynamicConfig, serviceConfig, type DatabaseEndpoint, type ServiceProcessAddress, type TemporalServiceName } from './serviceConfig.js';
 import { resolveTemporalServer, type TemporalServerBinaries } from './temporalServerBinary.js';
 import { ensureTemporalSchemas } from './temporalSchema.js';
@@ -36,7 +36,8 @@ export interface ClusterState {
   frontendAddress: string;
   namespace: string;
   historyShards: number;
-  postgres: { url: string; pid: number | undefined };
+  /** The URL without its password (in passwordFile, readable by root only). */
+  postgres: { url: string; passwordFile: string; pid: number | undefined };
   services: { name: string; service: TemporalServiceName; address: string; pid: number | undefined; metrics: string; log: string }[];
   startedAt: string;
 }
@@ -104,8 +105,9 @@ export class LocalTemporalCluster {
       writeFileSync(shardsFile, `${shards}\n`);
     }
     const dbHost = `${prefix}.10`;
-    const database: DatabaseEndpoint = { host: dbHost, port: await freePort(dbHost), user: 'postgres' };
-    const postgres = new PostgresServer({ dir: join(options.dir, 'postgres'), host: database.host, port: database.port });
+    const dbPort = await freePort(dbHost);
+    const postgres = new PostgresServer({ dir: join(options.dir, 'postgres'), host: dbHost, port: dbPort });
+    const database: DatabaseEndpoint = { host: dbHost, port: dbPort, user: 'postgres', password: postgres.password };
     const cluster = new LocalTemporalCluster(options, postgres, database, binaries);
     try {
       await postgres.start();
@@ -169,7 +171,7 @@ export class LocalTemporalCluster {
       const address = addresses[i] as ServiceProcessAddress;
       const configFile = join(this.options.dir, 'config', `${entry.name}.json`);
       const config = serviceConfig({ process: address, peers: addresses, database: this.database, historyShards: this.historyShards, frontendAddress: this.frontendAddressValue, dynamicConfigFile });
-      writeFileSync(configFile, JSON.stringify(config, null, 2));
+      writeFileSync(configFile, JSON.stringify(config, null, 2), { mode: 0o600 }); // it holds the database password
       this.services.set(entry.name, new TemporalServiceProcess(entry.name, address, this.binaries.server, configFile, join(this.options.dir, 'logs', `${entry.name}.log`)));
     }
     // The first process to start writes the cluster metadata; several at once on a fresh database race
@@ -185,7 +187,7 @@ export class LocalTemporalCluster {
       frontendAddress: this.frontendAddress,
       namespace: this.namespace,
       historyShards: this.historyShards,
-      postgres: { url: this.postgres.url, pid: this.postgres.pid },
+      postgres: { url: redactedUrl(this.postgres.url), passwordFile: join(this.options.dir, 'postgres', PASSWORD_FILE), pid: this.postgres.pid },
       services: [...this.services.values()].map((s) => ({
         name: s.name,
         service: s.address.service,

@@ -1,11 +1,15 @@
 /**
  * A PostgreSQL server from Debian's `postgresql` package (scripts/setup.sh installs it): initdb
- * into a directory of ours, listening on one address and port. Runs as the `postgres` user when we
+ * into a directory of ours, listening on one address and port, with password authentication
+ * (SCRAM-SHA-256) for every connection, local or TCP: a superuser password made at initdb and kept
+ * beside the data (`superuser.password`, readable by this host's root only). Trust authentication
+ * would make anyone who reaches the address a superuser (and `COPY ... TO PROGRAM` runs commands). Runs as the `postgres` user when we
  * are root (PostgreSQL refuses to run as root). It can be stopped (fast shutdown) or killed
  * outright and started again on the same data, which the cluster's chaos cases do.
  */
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
-import { chownSync, existsSync, mkdirSync, readdirSync, readlinkSync, rmSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync, readlinkSync, rmSync, writeFileSync } from 'node:fs';
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
@@ -39,10 +43,17 @@ export interface PostgresOptions {
   maxConnections?: number;
 }
 
-/** The postgres superuser's URL of a server (trust authentication on its own address). */
-export function postgresUrl(host: string, port: number, database = 'postgres'): string {
-  return `postgres://postgres@${host}:${port}/${database}`;
+/** The postgres superuser's URL of a server, with its password. */
+export function postgresUrl(host: string, port: number, database = 'postgres', password = ''): string {
+  return `postgres://postgres${password ? `:${encodeURIComponent(password)}` : ''}@${host}:${port}/${database}`;
 }
+
+/** A URL with its password replaced by ***, for printing. */
+export function redactedUrl(url: string): string {
+  return url.replace(/^(postgres(?:ql)?:\/\/[^:/@]+):[^@]*@/, '$1:***@');
+}
+
+export const PASSWORD_FILE = 'superuser.password';
 
 function runAsPostgres(dir: string): { uid: number; gid: number } | Record<string, never> {
   if (userInfo().uid !== 0) return {};
@@ -57,6 +68,8 @@ function runAsPostgres(dir: string): { uid: number; gid: number } | Record<strin
 /** One PostgreSQL server on its data directory, started and stopped as often as a test wants. */
 export class PostgresServer {
   readonly url: string;
+  /** The postgres superuser's password ('' for a data directory made before passwords, which trusts). */
+  readonly password: string;
   private readonly bin = postgresBinDir();
   private child: ChildProcess | undefined;
   private exit: ChildExit | undefined;
@@ -65,7 +78,18 @@ export class PostgresServer {
   constructor(private readonly options: PostgresOptions) {
     mkdirSync(options.dir, { recursive: true });
     this.user = runAsPostgres(options.dir);
-    this.url = postgresUrl(options.host, options.port);
+    this.password = this.superuserPassword();
+    this.url = postgresUrl(options.host, options.port, 'postgres', this.password);
+  }
+
+  /** The password kept beside the data; a new one for a new data directory. */
+  private superuserPassword(): string {
+    const file = join(this.options.dir, PASSWORD_FILE);
+    if (existsSync(file)) return readFileSync(file, 'utf8').trim();
+    if (existsSync(join(this.dataDir, 'PG_VERSION'))) return ''; // made with trust authentication, before passwords
+    const password = randomBytes(24).toString('base64url');
+    writeFileSync(file, `${password}\n`, { mode: 0o600 });
+    return password;
   }
 
   get dataDir(): string {
@@ -86,7 +110,12 @@ export class PostgresServer {
     if (this.running) return;
     const env = { PATH: process.env.PATH ?? '/usr/bin:/bin', LANG: 'C.UTF-8' };
     if (!existsSync(join(this.dataDir, 'PG_VERSION'))) {
-      const init = spawnSync(join(this.bin, 'initdb'), ['-D', this.dataDir, '-A', 'trust', '-U', 'postgres', '-E', 'UTF8', '--locale=C', '--no-sync'], { encoding: 'utf8', cwd: this.options.dir, env, ...this.user });
+      // initdb (as postgres) reads the password from a file of its own for that moment only.
+      const pwfile = join(this.options.dir, '.initdb-password');
+      writeFileSync(pwfile, `${this.password}\n`, { mode: 0o600 });
+      if ('uid' in this.user) chownSync(pwfile, this.user.uid, this.user.gid);
+      const init = spawnSync(join(this.bin, 'initdb'), ['-D', this.dataDir, '--auth=scram-sha-256', `--pwfile=${pwfile}`, '-U', 'postgres', '-E', 'UTF8', '--locale=C', '--no-sync'], { encoding: 'utf8', cwd: this.options.dir, env, ...this.user });
+      rmSync(pwfile, { force: true });
       if (init.status !== 0) {
         const hint = /Permission denied/.test(init.stderr) ? ' (PostgreSQL runs as the postgres user, which must be able to enter every directory above it: chmod o+x them, or choose a directory elsewhere)' : '';
         throw new PostgresStartError(`initdb of ${this.dataDir} failed${hint}: ${init.stderr.trim()}`);

@@ -16,6 +16,7 @@ export interface DatabaseEndpoint {
   host: string;
   port: number;
   user: string;
+  password: string;
 }
 
 export interface ServiceProcessAddress {
@@ -50,7 +51,7 @@ function sqlStore(database: DatabaseEndpoint, databaseName: string, maxConns: nu
       connectAddr: `${database.host}:${database.port}`,
       connectProtocol: 'tcp',
       user: database.user,
-      password: '',
+      password: database.password,
       maxConns,
       maxIdleConns: maxConns,
       maxConnLifetime: '1h',

@@ -23,9 +23,10 @@ const SCHEMAS: Record<string, string> = {
 };
 
 async function sqlTool(sqlTool: string, database: DatabaseEndpoint, db: string, args: string[]): Promise<string> {
-  const common = ['--plugin', 'postgres12', '--endpoint', database.host, '--port', String(database.port), '--user', database.user, '--password', '', '--database', db];
+  // The password goes in SQL_PASSWORD (the tool's own variable), not on a command line other users can read.
+  const common = ['--plugin', 'postgres12', '--endpoint', database.host, '--port', String(database.port), '--user', database.user, '--database', db];
   try {
-    const { stdout, stderr } = await run(sqlTool, [...common, ...args], { timeout: 120_000 });
+    const { stdout, stderr } = await run(sqlTool, [...common, ...args], { timeout: 120_000, env: { ...process.env, SQL_PASSWORD: database.password } });
     return `${stdout}${stderr}`;
   } catch (err) {
     const e = err as { stderr?: string; stdout?: string; message: string };

@@ -72,7 +72,7 @@ describe('a cluster that is misconfigured', { skip }, () => {
   test('PostgreSQL unreachable: the schema step names its address', async () => {
     if (!binaries) return;
     const port = await freePort();
-    await assert.rejects(ensureTemporalSchemas(binaries.sqlTool, { host: '127.0.0.1', port, user: 'postgres' }), (err: unknown) => {
+    await assert.rejects(ensureTemporalSchemas(binaries.sqlTool, { host: '127.0.0.1', port, user: 'postgres', password: 'unused' }), (err: unknown) => {
       assert.ok(err instanceof TemporalSchemaError);
       assert.match(err.message, new RegExp(`PostgreSQL at 127\\.0\\.0\\.1:${port} is unreachable .*start it or fix the address`));
       return true;

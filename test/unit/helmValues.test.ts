@@ -36,7 +36,7 @@ function at(path: string): unknown {
 const tested = serviceConfig({
   process: { service: 'history', ip: '127.0.0.1', grpcPort: 7234, membershipPort: 6934, metricsPort: 8000 },
   peers: [],
-  database: { host: '127.0.0.1', port: 5432, user: 'temporal' },
+  database: { host: '127.0.0.1', port: 5432, user: 'temporal', password: 'from-a-secret' },
   historyShards: 8,
   frontendAddress: '127.0.0.1:7233',
   dynamicConfigFile: '/dev/null',
