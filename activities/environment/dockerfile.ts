@@ -28,6 +28,8 @@ export interface CopyFromLine {
 export interface ParsedDockerfile {
   /** One entry per instruction (continuation lines joined), comments and blank lines as they were. */
   instructions: string[];
+  /** The line each instruction starts on (1-based). */
+  lineOf: number[];
   /** FROM lines that name an image, not an earlier stage. */
   froms: FromLine[];
   /** COPY --from= lines that name an image (a tool image), not an earlier stage or its index. */
@@ -85,7 +87,7 @@ export function parseDockerfile(text: string, file: string): ParsedDockerfile {
     }
   });
   if (!sawFrom) throw new ClassifiedError('task', 'invalid_spec', `${file}: no FROM instruction. Fix: start the Dockerfile with FROM <image>`);
-  return { instructions, froms, copyFroms, finalUser };
+  return { instructions, lineOf, froms, copyFroms, finalUser };
 }
 
 /**

@@ -88,6 +88,8 @@ interface RunToolOptions {
   timeoutMs?: number;
   input?: string;
   cgroupParent?: string;
+  /** Called when the tool has ended, before its cgroups are killed and removed (to read their counters). */
+  beforeCgroupCleanup?: () => void;
 }
 
 /** runTool without the first-run reaping (the reaping's own tool runs). */
@@ -145,7 +147,13 @@ async function runToolNow(tools: ImageTools, file: string, args: string[], optio
   const { cgroupParent } = options;
   if (!cgroupParent) return result;
   // What the tool left in its cgroups (a timed-out build's RUN container), and the cgroups themselves.
-  return result.finally(() => killBuildCgroup(cgroupParent));
+  return result.finally(async () => {
+    try {
+      options.beforeCgroupCleanup?.();
+    } finally {
+      await killBuildCgroup(cgroupParent);
+    }
+  });
 }
 
 /** runTool that must succeed; otherwise an error naming the command and its last output. */

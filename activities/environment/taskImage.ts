@@ -5,14 +5,16 @@
  *
  * Build: each FROM image is replaced by a base made here (baseMap), a last
  * step installs what tests/test.sh would apt-get at verify time, and podman
- * builds it daemonless (runc, --network host: no bridge, no iptables, no
- * ip_forward) within [environment] build_timeout_sec, the log kept next to
- * the image. Cached by content: the rewritten Dockerfile, every file of the
+ * builds it daemonless (runc; no bridge, no iptables, no ip_forward). The RUN
+ * steps are third-party code: they run in a network namespace of the build's
+ * own under a public sandbox's rules (buildNetwork.ts: the registries, never
+ * this host's services) and within the project's caps on time, memory and
+ * processes (buildLimits.ts), the log kept next to the image. Cached by content: the rewritten Dockerfile, every file of the
  * build context and the base images' ids. Two callers asking at once, in any
  * process of the host, build once (a file lock per key).
  */
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
+import { appendFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClassifiedError } from '../../shared/failures.js';
 import type { LoadedTask } from '../../shared/task.js';
@@ -20,8 +22,11 @@ import { hashTree } from '../tasks/hashTree.js';
 import { baseForImage, DEBIAN_SUITES } from './baseMap.js';
 import { cpythonRelease, ensureCpythonSourceImage, type CpythonRelease } from './cpythonSource.js';
 import { buildCgroupParent } from './buildProcesses.js';
+import { buildLimits, capsHit, describeLimits, limitBuildCgroup, readCaps, runCgroup, timeoutReason, type CapReadings } from './buildLimits.js';
+import { BUILD_DNS, withBuildNetwork } from './buildNetwork.js';
 import { debianMirror, ensureBaseImage, imageExists } from './baseImage.js';
 import { parseDockerfile, rewriteFroms } from './dockerfile.js';
+import { checkRunMounts } from './runMounts.js';
 import { withBuildStorage } from './buildStorage.js';
 import { withFileLock } from './fileLock.js';
 import { imageTools, runTool, runToolOk } from './imageTools.js';
@@ -32,7 +37,6 @@ import { ensureWheelhouse } from './wheelhouse.js';
 
 /** Bump when the way images are made changes, so old cache entries are not taken for new ones. */
 const BUILDER_VERSION = 2;
-const DEFAULT_BUILD_TIMEOUT_SEC = 600;
 /** Where the verifier's uv and wheels appear inside the sandbox (read-only). */
 export const VERIFIER_TOOLS_PATH = '/opt/rollout-verifier';
 
@@ -152,7 +156,9 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
   const dockerfile = join(task.environmentDir, 'Dockerfile');
   if (!existsSync(dockerfile)) throw new ClassifiedError('task', 'invalid_spec', `${task.dir}: environment/Dockerfile is missing; only Dockerfile tasks have an image to build`);
   const tools = imageTools(env);
+  const limits = buildLimits(task, env);
   const parsed = parseDockerfile(readFileSync(dockerfile, 'utf8'), 'environment/Dockerfile');
+  checkRunMounts(parsed.instructions, (i) => `${task.dir}/environment/Dockerfile:${parsed.lineOf[i] ?? '?'}`, task.environmentDir);
   const recipes = parsed.froms.map((f) => ({ from: f, recipe: baseForImage(f.image, `${task.dir}/${f.where}`, env) }));
   const needs = readVerifierNeeds(join(task.testsDir, 'test.sh'));
   const finalRecipe = recipes.at(-1)?.recipe;
@@ -220,27 +226,34 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
       const buildLog = join(dir, 'build.log');
       writeFileSync(join(dir, 'Dockerfile'), rewritten);
       writeFileSync(buildLog, `# ${task.dir}: podman build ${tag}\n`);
-      const timeoutSec = task.config.environment.build_timeout_sec ?? DEFAULT_BUILD_TIMEOUT_SEC;
-      log(`building ${tag} for ${task.id} (log ${buildLog}, timeout ${timeoutSec} s)`);
+      log(`building ${tag} for ${task.id} (log ${buildLog}; ${describeLimits(limits)})`);
       const buildStarted = performance.now();
       const storageRun = (file: string, args: string[]): ReturnType<typeof runTool> => runTool(tools, file, args);
       // Under the storage's shared lock: a cleaner (buildStorage.ts) never takes this build's working containers for a dead one's.
       await withBuildStorage(tools, storageRun, async () => {
-        if (!(await imageExists(tools, tag))) {
-          // The RUN steps' containers go under a cgroup of this build's own, so they never outlive it (buildProcesses.ts).
+        if (await imageExists(tools, tag)) return;
+        await withBuildNetwork(tools.env, async (network) => {
+          // The RUN steps' containers go under a cgroup of this build's own, so they never outlive it (buildProcesses.ts), within the caps.
           const cgroupParent = buildCgroupParent();
-          const podmanBuild = (): ReturnType<typeof runTool> =>
-            runTool(tools, 'podman', ['build', '--network', 'host', '--pull=never', '--runtime', 'runc', '--cgroup-parent', cgroupParent, '--layers', '-f', join(dir, 'Dockerfile'), '-t', tag, task.environmentDir], { logFile: buildLog, timeoutMs: timeoutSec * 1000, cgroupParent });
-          const build = await podmanBuild();
-          if (build.code !== 0) {
-            const why = build.timedOut ? `ran past [environment] build_timeout_sec = ${timeoutSec}` : `failed (exit ${build.code})`;
-            // A version pinned from the original image's own archive (Ubuntu's), which the Debian stand-in does not have.
-            const pins = build.timedOut ? [] : missingAptVersions(readFileSync(buildLog, 'utf8'));
-            const archive = recipes.find(({ recipe }) => recipe.originalArchive)?.recipe.originalArchive;
-            const pinned = pins.length > 0 && archive ? `\n${beyondRegistries(archive, `the Dockerfile pins ${pins.join(', ')}, versions of the original image's archive that the Debian stand-in does not have`)}` : '';
-            throw new ClassifiedError('infra', 'provision_failed', `${task.dir}/environment/Dockerfile: the image build ${why}; full log: ${buildLog}${pinned}\n${build.tail}`);
-          }
-        }
+          const notEnforced = limitBuildCgroup(cgroupParent, limits);
+          appendFileSync(buildLog, `# network: a namespace of the build's own (slirp4netns, a public sandbox's routes, DNS ${BUILD_DNS}); caps: ${describeLimits(limits)}${notEnforced.map((n) => `; ${n}`).join('')}\n`);
+          let readings: CapReadings | undefined;
+          const build = await runTool(
+            tools,
+            'podman',
+            ['build', '--network', `ns:/proc/${network.pid}/ns/net`, '--dns', BUILD_DNS, '--pull=never', '--runtime', 'runc', '--cgroup-parent', runCgroup(cgroupParent), '--layers', '-f', join(dir, 'Dockerfile'), '-t', tag, task.environmentDir],
+            { logFile: buildLog, timeoutMs: limits.timeoutSec * 1000, cgroupParent, beforeCgroupCleanup: () => (readings = readCaps(cgroupParent, limits)) },
+          );
+          if (build.code === 0) return;
+          const capped = readings ? capsHit(readings, limits, build) : [];
+          appendFileSync(buildLog, `# the build's cgroup at its end: ${JSON.stringify(readings ?? 'not read')}\n`);
+          const why = build.timedOut ? timeoutReason(limits) : `failed (exit ${build.code})${capped.map((h) => `; ${h}`).join('')}`;
+          // A version pinned from the original image's own archive (Ubuntu's), which the Debian stand-in does not have.
+          const pins = build.timedOut ? [] : missingAptVersions(readFileSync(buildLog, 'utf8'));
+          const archive = recipes.find(({ recipe }) => recipe.originalArchive)?.recipe.originalArchive;
+          const pinned = pins.length > 0 && archive ? `\n${beyondRegistries(archive, `the Dockerfile pins ${pins.join(', ')}, versions of the original image's archive that the Debian stand-in does not have`)}` : '';
+          throw new ClassifiedError('infra', 'provision_failed', `${task.dir}/environment/Dockerfile: the image build ${why}; full log: ${buildLog}${pinned}\n${build.tail}`);
+        });
       });
       const buildMs = Math.round(performance.now() - buildStarted);
       const info = JSON.parse(await runToolOk(tools, 'podman', ['image', 'inspect', tag])) as { Id: string; Size: number; Config?: { Env?: string[]; WorkingDir?: string } }[];
@@ -259,7 +272,7 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
         }
       });
       renameSync(staging, rootfs);
-      const wheels = await ensureWheelhouse(tools, needs.requirements, [...new Set([...needs.uvxPythons, ...(imagePython ? [imagePython] : [])])].sort(), log);
+      const wheels = await ensureWheelhouse(tools, needs.requirements, [...new Set([...needs.uvxPythons, ...(imagePython ? [imagePython] : [])])].sort(), { image: tag, limits }, log, env);
       const imageEnv = envRecord(meta.Config?.Env);
       const verifierEnv: Record<string, string> = {
         PATH: `${[`${VERIFIER_TOOLS_PATH}/bin`, ...pythons.map((p) => `${p.prefix}/bin`)].join(':')}:${imageEnv.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'}`,

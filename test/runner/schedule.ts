@@ -77,6 +77,7 @@ export const FILE_NEEDS: Record<string, FileNeeds> = {
   'test/integration/imageTasksPipeline.test.ts': { shares: [PODMAN], weight: 1, estimateS: 200 },
   'test/integration/buildOrphans.test.ts': { locks: [PODMAN], weight: 1, estimateS: 200 },
   'test/integration/verifierForgery.test.ts': { shares: [PODMAN], estimateS: 120 },
+  'test/integration/buildIsolation.test.ts': { shares: [PODMAN], weight: 1, estimateS: 240 },
   // The default address and queues.
   'test/integration/cliOffline.test.ts': reaps({ locks: [DEFAULT_PORT], estimateS: 90 }),
   'test/integration/cli.test.ts': reaps({ locks: [DEFAULT_PORT, 'queue:default'], estimateS: 200 }),

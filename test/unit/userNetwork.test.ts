@@ -20,6 +20,10 @@ test('routes: blocked ones unreachable, allowed ones out through the gateway, of
     ...['10.0.2.0/31', '10.0.2.4/30', '10.0.2.8/29', '10.0.2.16/28', '10.0.2.32/27', '10.0.2.64/26', '10.0.2.128/25'].map((c) => `route add unreachable ${c}`),
     'route add 10.1.2.3/32 via 10.0.2.2 dev tap0',
   ]);
+  // Allowing exactly a blocked prefix (a mirror on this host's own address) routes it out instead of failing on a duplicate route.
+  const allowedHost = routeCommands(['10.0.0.0/8', '192.0.2.2/32'], ['192.0.2.2/32']);
+  assert.ok(!allowedHost.includes('route add unreachable 192.0.2.2/32'));
+  assert.ok(allowedHost.includes('route add 192.0.2.2/32 via 10.0.2.2 dev tap0'));
   // The blocks cover every 10.0.2.x but .2 and .3 exactly once.
   const covered = new Map<number, number>();
   for (const c of SLIRP_NETWORK_BLOCKED) {

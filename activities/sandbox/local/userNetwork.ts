@@ -93,7 +93,8 @@ export function allowedDestinations(value = process.env.ROLLOUT_PUBLIC_NETWORK_A
 /** The `ip -batch` lines that make the sandbox's routing table: the blocked destinations unreachable, the allowed ones out via slirp's gateway. */
 export function routeCommands(blocked: string[], allowed: string[]): string[] {
   // slirp's own network stays the sandbox's link, but only for the gateway and the DNS forwarder.
-  const unreachable = [...blocked.filter((c) => c !== SLIRP_NETWORK), ...SLIRP_NETWORK_BLOCKED];
+  // An allowed prefix equal to a blocked one (this host's own address, allowed for a mirror on it) replaces it: the same route twice is an error.
+  const unreachable = [...blocked.filter((c) => c !== SLIRP_NETWORK && !allowed.includes(c)), ...SLIRP_NETWORK_BLOCKED];
   return [...unreachable.map((c) => `route add unreachable ${c}`), ...allowed.map((c) => `route add ${c} via 10.0.2.2 dev tap0`)];
 }
 
