@@ -2,7 +2,7 @@
  * A harness process reaches nothing of its host but its capture endpoint. The probe stands for an
  * adapter that runs the model's command where the harness runs instead of through the bridge (a
  * harness bug, a changed `execute`): started exactly as runHarness starts an adapter, it tries a
- * host service (a stand-in for the Temporal frontend) on loopback and on the host's address, writes
+ * host service on loopback and on the host's address and the Temporal frontend the tests use, writes
  * into a host directory anyone may write, reads a file of the worker's user, and calls its capture
  * endpoint. Needs the harness venvs (scripts/ensure-harnesses.sh); skips with that message without them.
  */
@@ -62,6 +62,10 @@ def tcp(host, port):
     finally:
         s.close()
 r = {"uid": os.getuid(), "prefix": sys.prefix, "loopback": tcp("127.0.0.1", ${port}), "address": tcp(${JSON.stringify(hostAddress())}, ${port})}
+# The Temporal frontend the tests run against (npm test's dev server), when there is one.
+frontend = ${JSON.stringify(process.env.TEMPORAL_ADDRESS ?? '')}
+if frontend:
+    r["frontend"] = tcp(frontend.rsplit(":", 1)[0], int(frontend.rsplit(":", 1)[1]))
 # The model's command, run where the harness runs, as an adapter that forgot the bridge would.
 w = subprocess.run(["sh", "-c", "echo pwned > ${open}/pwned"], capture_output=True, text=True)
 r["write"] = "WROTE" if w.returncode == 0 else "REFUSED " + w.stderr.strip()[-80:]
@@ -93,6 +97,7 @@ print("PROBE " + json.dumps(r), flush=True)
     assert.match(String(r.loopback), /^CLOSED/, "the host's loopback service");
     assert.match(String(r.address), /^CLOSED/, "the host's own address");
     assert.equal(connections, 0, 'the host service saw no connection');
+    if (process.env.TEMPORAL_ADDRESS) assert.match(String(r.frontend), /^CLOSED/, `the Temporal frontend at ${process.env.TEMPORAL_ADDRESS}`);
     assert.match(String(r.write), /^REFUSED/, 'a host directory anyone may write');
     assert.ok(!existsSync(join(open, 'pwned')));
     assert.equal(r.scratch, 'WROTE', 'its scratch directory is writable');
