@@ -23,6 +23,8 @@ export interface BenchHostSpec {
   queuePrefix: string;
   /** The Temporal frontend, host:port. */
   address: string;
+  /** TEMPORAL_TLS_* for the frontend (a cluster's mTLS). */
+  clientEnv: Record<string, string>;
   /** --store of the worker (shared by all hosts). */
   store: string;
   /** What a netns host may reach (the frontend, the policy servers). */
@@ -51,7 +53,7 @@ export class BenchHost {
         address: spec.address,
         store: spec.store,
         // info is what an operator runs (debug would charge its own log lines to the worker).
-        env: { LOG_LEVEL: 'info' },
+        env: { LOG_LEVEL: 'info', ...spec.clientEnv },
         wrap: [...spec.cgroupPrefix, ...(machine ? machine.wrap : ['setpriv', '--pdeathsig', 'KILL', '--'])],
         ...(machine ? {} : { hostId: spec.name }),
       });

@@ -129,6 +129,7 @@ export async function runClusterBench(ctx: { scratch: string; taskDirs: string[]
         pgUrl: cluster.postgres.url,
         pgDataDir: cluster.postgres.dataDir,
         components,
+        clientEnv: cluster.clientEnv,
       };
       for (const hosts of options.configs.filter((c): c is number => c !== 'dev')) {
         configs.push(await runConfig(env, target, spec(`cluster, ${hosts} host${hosts > 1 ? 's' : ''}`, hosts)));

@@ -14,6 +14,7 @@ import { submitBatch } from '../client/submitBatch.js';
 import type { Placement } from './context.js';
 import type { GroupResult, PolicyConfig, RolloutResult } from '../shared/pipeline.js';
 import { summarize, type Summary } from '../shared/stats.js';
+import { temporalSettings } from '../workers/temporalConnection.js';
 import { countLeaks } from '../test/faults/faultKit.js';
 import type { Reachable } from '../test/helpers/netns/netnsHost.js';
 import { BenchHost } from './benchHost.js';
@@ -37,6 +38,8 @@ export interface ServerUnderTest {
   pgDataDir?: string;
   /** The cgroups of the server's processes, in table order. */
   components: string[];
+  /** TEMPORAL_TLS_* its clients need (the cluster's mTLS); none for the dev server. */
+  clientEnv?: Record<string, string>;
 }
 
 export interface ConfigEnv {
@@ -170,7 +173,8 @@ async function collect(client: Client, options: Parameters<typeof submitBatch>[1
 
 export async function runConfig(env: ConfigEnv, server: ServerUnderTest, spec: ConfigSpec): Promise<ConfigResult> {
   const loadAverageStart = loadAverages();
-  const connection = await Connection.connect({ address: server.address });
+  const { tls } = temporalSettings(server.address, server.clientEnv ?? {});
+  const connection = await Connection.connect({ address: server.address, ...(tls ? { tls } : {}) });
   const closeConnection = env.cleanup.push(`connection to ${server.address}`, () => connection.close());
   const client = new Client({ connection, namespace: server.namespace });
   const hosts: BenchHost[] = [];
@@ -189,6 +193,7 @@ export async function runConfig(env: ConfigEnv, server: ServerUnderTest, spec: C
           dir: `${env.scratch}/${tag}/host-${i}`,
           queuePrefix,
           address: server.address,
+          clientEnv: server.clientEnv ?? {},
           store: `fs:${env.scratch}/${tag}/trajectories`,
           reachable,
           netns: spec.netns,

@@ -4,13 +4,16 @@
  * shard owner can die, matching, worker), each on its own loopback address so that membership,
  * shard ownership and failure detection work as between machines. The databases are created and
  * migrated with temporal-sql-tool, the namespace and search attributes registered through the
- * frontend. Everything lives under one directory: configs, logs, the database, and `cluster.json`
+ * frontend. The services speak mTLS to each other and on the frontend with certificates of the
+ * cluster's own CA (clusterCertificates.ts): a client without the cluster's client certificate is
+ * refused; `clientEnv` is what a worker or the CLI connects with (TEMPORAL_TLS_*). Everything lives under one directory: configs, logs, the database, and `cluster.json`
  * (what `rollout cluster status` and `down` read).
  */
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 import { freePort } from '../workers/temporalDevServer.js';
+import { clusterClientEnv, ensureClusterCertificates, type ClusterCertificates } from './clusterCertificates.js';
 import { setUpNamespace } from './namespaceSetup.js';
 import { PASSWORD_FILE, PostgresServer, redactedUrl } from './postgresServer.js';
 import { dynamicConfig, serviceConfig, type DatabaseEndpoint, type ServiceProcessAddress, type TemporalServiceName } from './serviceConfig.js';
@@ -39,6 +42,8 @@ export interface ClusterState {
   /** The URL without its password (in passwordFile, readable by root only). */
   postgres: { url: string; passwordFile: string; pid: number | undefined };
   services: { name: string; service: TemporalServiceName; address: string; pid: number | undefined; metrics: string; log: string }[];
+  /** TEMPORAL_TLS_* a client of the cluster connects with (the cluster's CA, a client certificate and key, the server name). */
+  clientEnv: Record<string, string>;
   startedAt: string;
 }
 
@@ -78,6 +83,7 @@ export class LocalTemporalCluster {
   readonly namespace: string;
   readonly historyShards: number;
   private frontendAddressValue = '';
+  private certificates: ClusterCertificates | undefined;
 
   private constructor(
     private readonly options: LocalClusterOptions,
@@ -113,7 +119,7 @@ export class LocalTemporalCluster {
       await postgres.start();
       await ensureTemporalSchemas(binaries.sqlTool, database);
       await cluster.startServices(prefix);
-      await setUpNamespace(cluster.frontendAddress, cluster.namespace, 1);
+      await setUpNamespace(cluster.frontendAddress, cluster.namespace, 1, cluster.clientEnv);
       cluster.writeState();
       return cluster;
     } catch (err) {
@@ -128,6 +134,12 @@ export class LocalTemporalCluster {
 
   get frontendAddress(): string {
     return this.frontendAddressValue;
+  }
+
+  /** TEMPORAL_TLS_* for a client of this cluster (workers, the `rollout` CLI, an SDK client). */
+  get clientEnv(): Record<string, string> {
+    if (!this.certificates) throw new ClusterStartError('the cluster has no certificates before its services are laid out');
+    return clusterClientEnv(this.certificates);
   }
 
   service(name: string): TemporalServiceProcess {
@@ -167,10 +179,12 @@ export class LocalTemporalCluster {
     }
     const frontend = addresses[0] as ServiceProcessAddress;
     this.frontendAddressValue = `${frontend.ip}:${frontend.grpcPort}`;
+    const tls = ensureClusterCertificates(this.options.dir, addresses.map((a) => a.ip));
+    this.certificates = tls;
     for (const [i, entry] of layout.entries()) {
       const address = addresses[i] as ServiceProcessAddress;
       const configFile = join(this.options.dir, 'config', `${entry.name}.json`);
-      const config = serviceConfig({ process: address, peers: addresses, database: this.database, historyShards: this.historyShards, frontendAddress: this.frontendAddressValue, dynamicConfigFile });
+      const config = serviceConfig({ process: address, peers: addresses, database: this.database, historyShards: this.historyShards, frontendAddress: this.frontendAddressValue, dynamicConfigFile, tls });
       writeFileSync(configFile, JSON.stringify(config, null, 2), { mode: 0o600 }); // it holds the database password
       this.services.set(entry.name, new TemporalServiceProcess(entry.name, address, this.binaries.server, configFile, join(this.options.dir, 'logs', `${entry.name}.log`)));
     }
@@ -196,6 +210,7 @@ export class LocalTemporalCluster {
         metrics: `http://${s.address.ip}:${s.address.metricsPort}/metrics`,
         log: s.logFile,
       })),
+      clientEnv: this.certificates ? clusterClientEnv(this.certificates) : {},
       startedAt: new Date().toISOString(),
     };
   }

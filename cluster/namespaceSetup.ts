@@ -8,6 +8,7 @@ import { Connection } from '@temporalio/client';
 import { msToTs } from '@temporalio/common';
 import proto from '@temporalio/proto';
 import { ROLLOUT_SEARCH_ATTRIBUTES } from '../shared/searchAttributes.js';
+import { temporalSettings } from '../workers/temporalConnection.js';
 
 const IndexedValueType = proto.temporal.api.enums.v1.IndexedValueType;
 type IndexedValueType = proto.temporal.api.enums.v1.IndexedValueType;
@@ -35,14 +36,15 @@ function grpcCode(err: unknown): number | undefined {
 
 const ALREADY_EXISTS = 6;
 
-/** Registers `namespace` (retention `retentionDays`) and our search attributes on the cluster at `address`. */
-export async function setUpNamespace(address: string, namespace: string, retentionDays: number, timeoutMs = 60_000): Promise<void> {
+/** Registers `namespace` (retention `retentionDays`) and our search attributes on the cluster at `address`, connecting with `clientEnv`'s TEMPORAL_TLS_*. */
+export async function setUpNamespace(address: string, namespace: string, retentionDays: number, clientEnv: Record<string, string> = {}, timeoutMs = 60_000): Promise<void> {
+  const { tls } = temporalSettings(address, clientEnv);
   const deadline = Date.now() + timeoutMs;
   let lastError = 'not contacted yet';
   while (Date.now() < deadline) {
     let connection: Connection | undefined;
     try {
-      connection = await Connection.connect({ address, connectTimeout: 2_000 });
+      connection = await Connection.connect({ address, connectTimeout: 2_000, ...(tls ? { tls } : {}) });
       await connection.workflowService
         .registerNamespace({ namespace, workflowExecutionRetentionPeriod: msToTs(`${retentionDays} days`) })
         .catch((err: unknown) => {

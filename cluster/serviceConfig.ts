@@ -6,6 +6,8 @@
  * cluster_membership table. Written as JSON, which the server's YAML loader reads as YAML.
  */
 
+import { CLUSTER_TLS_NAME, type ClusterCertificates } from './clusterCertificates.js';
+
 export const TEMPORAL_SERVICES = ['frontend', 'history', 'matching', 'worker'] as const;
 export type TemporalServiceName = (typeof TEMPORAL_SERVICES)[number];
 
@@ -41,6 +43,23 @@ export interface ServiceConfigInput {
   frontendAddress: string;
   dynamicConfigFile: string;
   logLevel?: 'debug' | 'info' | 'warn' | 'error';
+  /** mTLS between the services and on the frontend (clusterCertificates.ts); plaintext when unset. */
+  tls?: ClusterCertificates;
+}
+
+/**
+ * Temporal's `global.tls`: the internode ports and the frontend present the cluster's certificate
+ * and require a client certificate from its CA; the services' own clients (history to matching, the
+ * worker service to the frontend) present theirs and verify the server's name.
+ */
+export function tlsConfig(certs: ClusterCertificates): Record<string, unknown> {
+  const server = { certFile: certs.internodeCert, keyFile: certs.internodeKey, requireClientAuth: true, clientCaFiles: [certs.caCert] };
+  const client = { serverName: CLUSTER_TLS_NAME, rootCaFiles: [certs.caCert] };
+  return {
+    internode: { server, client },
+    frontend: { server, client },
+    systemWorker: { certFile: certs.clientCert, keyFile: certs.clientKey, client },
+  };
 }
 
 function sqlStore(database: DatabaseEndpoint, databaseName: string, maxConns: number): Record<string, unknown> {
@@ -83,6 +102,7 @@ export function serviceConfig(input: ServiceConfigInput): Record<string, unknown
     },
     global: {
       membership: { maxJoinDuration: '30s', broadcastAddress: p.ip },
+      ...(input.tls ? { tls: tlsConfig(input.tls) } : {}),
       metrics: { prometheus: { framework: 'tally', timerType: 'histogram', listenAddress: `${p.ip}:${p.metricsPort}` } },
     },
     services,

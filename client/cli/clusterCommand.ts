@@ -7,6 +7,7 @@ import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
 import { Connection } from '@temporalio/client';
 import { CLUSTER_STATE_FILE, LocalTemporalCluster, type ClusterState } from '../../cluster/localCluster.js';
+import { temporalSettings } from '../../workers/temporalConnection.js';
 import { dataDir, positiveInt } from './cliSettings.js';
 import { HelpRequested, parseCommandLine, wantsHelp } from './commandLine.js';
 import { UsageError } from './usageError.js';
@@ -15,7 +16,9 @@ export const clusterUsage = `rollout cluster up [--dir DIR] [--history N] [--sha
 rollout cluster status [--dir DIR]
 rollout cluster down [--dir DIR] [--purge]
   The real Temporal server (built by \`bash scripts/setup.sh cluster\`) on PostgreSQL, each service
-  its own process on its own loopback address, for workers to run against as in production:
+  its own process on its own loopback address, for workers to run against as in production. The
+  services speak mTLS with a CA of the cluster's own (DIR/tls); PostgreSQL asks for a password.
+  \`up\` prints the TEMPORAL_TLS_* a client sets, then:
     rollout worker --address <frontend> --host-id host-1 ...   (one per host)
   up      starts PostgreSQL, creates or updates the schemas, starts the services, registers the
           namespace \`default\` and the search attributes; runs until Ctrl-C (or \`down\`)
@@ -72,7 +75,9 @@ async function up(argv: string[]): Promise<number> {
     `Temporal server ${cluster.serverVersion} on PostgreSQL (${state.postgres.url}), ${state.historyShards} history shards\n` +
       `  frontend  ${state.frontendAddress}   namespace ${state.namespace}\n` +
       state.services.map((s) => `  ${s.name.padEnd(9)} ${s.address}  pid ${s.pid}  log ${s.log}\n`).join('') +
-      `Workers: rollout worker --address ${state.frontendAddress} --host-id <host> ...\n` +
+      `The frontend and the services speak mTLS with the cluster's own CA (${state.clientEnv.TEMPORAL_TLS_SERVER_CA_CERT_PATH ?? ''}); a client needs its certificate:\n` +
+      Object.entries(state.clientEnv).map(([k, v]) => `  export ${k}=${v}\n`).join('') +
+      `Workers (with those): rollout worker --address ${state.frontendAddress} --host-id <host> ...\n` +
       'Ctrl-C (or `rollout cluster down`) stops it.\n',
   );
   await new Promise<void>((resolve) => {
@@ -84,9 +89,10 @@ async function up(argv: string[]): Promise<number> {
   return 0;
 }
 
-async function answers(address: string): Promise<string> {
+async function answers(address: string, clientEnv: Record<string, string>): Promise<string> {
   try {
-    const connection = await Connection.connect({ address, connectTimeout: 2_000 });
+    const { tls } = temporalSettings(address, clientEnv);
+    const connection = await Connection.connect({ address, connectTimeout: 2_000, ...(tls ? { tls } : {}) });
     try {
       await connection.healthService.check({});
       return 'serving';
@@ -106,7 +112,7 @@ async function status(argv: string[]): Promise<number> {
     process.stdout.write(`no cluster runs from ${dir}${state ? ` (its \`up\`, pid ${state.pid}, is gone)` : ''}; start one with \`rollout cluster up --dir ${dir}\`\n`);
     return 1;
   }
-  process.stdout.write(`cluster of ${dir} (up pid ${state.pid}, since ${state.startedAt})\n  frontend ${state.frontendAddress}: ${await answers(state.frontendAddress)}\n`);
+  process.stdout.write(`cluster of ${dir} (up pid ${state.pid}, since ${state.startedAt})\n  frontend ${state.frontendAddress}: ${await answers(state.frontendAddress, state.clientEnv ?? {})}\n`);
   process.stdout.write(`  postgres  ${state.postgres.url}  pid ${state.postgres.pid ?? '-'}  ${alive(state.postgres.pid) ? 'running' : 'NOT RUNNING'}\n`);
   let down = alive(state.postgres.pid) ? 0 : 1;
   for (const s of state.services) {

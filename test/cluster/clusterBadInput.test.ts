@@ -5,11 +5,14 @@
  * line that names the thing and the fix, exit status 2, never a stack trace.
  */
 import assert from 'node:assert/strict';
-import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { chmodSync, copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, test } from 'node:test';
+import { Connection } from '@temporalio/client';
+import { ensureClusterCertificates } from '../../cluster/clusterCertificates.js';
 import { LocalTemporalCluster } from '../../cluster/localCluster.js';
+import { temporalSettings } from '../../workers/temporalConnection.js';
 import { ensureTemporalSchemas, TemporalSchemaError } from '../../cluster/temporalSchema.js';
 import { freePort } from '../../workers/temporalDevServer.js';
 import { realTemporalServer } from '../helpers/realTemporalServer.js';
@@ -80,11 +83,41 @@ describe('a cluster that is misconfigured', { skip }, () => {
   });
 
   test('a namespace that does not exist: the worker says which, on which server, and how to create it', async () => {
-    const r = await runRolloutCli(['worker', '--address', cluster.frontendAddress, '--data-dir', join(scratch, 'w')], scratch, { TEMPORAL_NAMESPACE: 'nope' });
+    const r = await runRolloutCli(['worker', '--address', cluster.frontendAddress, '--data-dir', join(scratch, 'w')], scratch, { TEMPORAL_NAMESPACE: 'nope', ...cluster.clientEnv });
     assert.equal(r.code, 2, r.stderr);
     const line = oneLine(r.stderr);
     assert.match(line, new RegExp(`namespace "nope" does not exist on the Temporal server at ${cluster.frontendAddress.replaceAll('.', '\\.')}`));
     assert.match(line, /temporal operator namespace create/);
+  });
+
+  test("a client without the cluster's certificate is refused; with it, it is served (the frontend took any client on 59232e5)", async () => {
+    const health = async (options: Parameters<typeof Connection.connect>[0]): Promise<string> => {
+      try {
+        const connection = await Connection.connect({ connectTimeout: 5_000, ...options });
+        try {
+          await connection.healthService.check({});
+          await connection.workflowService.describeNamespace({ namespace: 'research' });
+          return 'SERVED';
+        } finally {
+          await connection.close();
+        }
+      } catch (err) {
+        return `REFUSED: ${(err as Error).message.split('\n')[0] ?? ''}`;
+      }
+    };
+    const address = cluster.frontendAddress;
+    const { tls } = temporalSettings(address, cluster.clientEnv);
+    assert.ok(tls?.clientCertPair && tls.serverRootCACertificate);
+    assert.match(await health({ address }), /^REFUSED/, 'plaintext');
+    assert.match(await health({ address, tls: { serverRootCACertificate: tls.serverRootCACertificate, serverNameOverride: tls.serverNameOverride } }), /^REFUSED/, 'TLS without a client certificate');
+    // A certificate of another CA (one made the same way for another directory) is not the cluster's.
+    const other = ensureClusterCertificates(join(scratch, 'other-ca'), ['127.0.0.1']);
+    const stranger = { crt: readFileSync(other.clientCert), key: readFileSync(other.clientKey) };
+    assert.match(await health({ address, tls: { ...tls, clientCertPair: stranger } }), /^REFUSED/, "a client certificate of another CA");
+    assert.equal(await health({ address, tls }), 'SERVED', "the cluster's client certificate");
+    // The internode ports ask for the certificate too (history here).
+    const history = cluster.state().services.find((s) => s.service === 'history')?.address ?? '';
+    assert.match(await health({ address: history }), /^REFUSED/, 'plaintext to a history process');
   });
 
   test('a second `up` on a running directory, and another shard count on an existing one', async () => {

@@ -28,6 +28,7 @@ import type { GroupResult, RolloutResult } from '../../shared/pipeline.js';
 import { localHandle } from '../../shared/sandbox.js';
 import { rolloutProgressQuery } from '../../workflows/definitions.js';
 import { resolveTemporalBinary } from '../../workers/temporalBinary.js';
+import { temporalSettings } from '../../workers/temporalConnection.js';
 import { eventually } from '../helpers/eventually.js';
 import { runRolloutCli } from '../helpers/rolloutCli.js';
 import { realTemporalServer } from '../helpers/realTemporalServer.js';
@@ -105,7 +106,9 @@ async function allInToolCall(batchId: string): Promise<void> {
  */
 async function setCurrentBuild(buildId: string): Promise<void> {
   const cli = (await resolveTemporalBinary()).path;
-  const args = ['worker', 'deployment', 'set-current-version', '--deployment-name', DEPLOYMENT, '--build-id', buildId, '--address', cluster.frontendAddress, '--namespace', cluster.namespace, '--yes'];
+  const tls = cluster.state.clientEnv;
+  const tlsFlags = ['--tls-cert-path', tls.TEMPORAL_TLS_CLIENT_CERT_PATH, '--tls-key-path', tls.TEMPORAL_TLS_CLIENT_KEY_PATH, '--tls-ca-path', tls.TEMPORAL_TLS_SERVER_CA_CERT_PATH, '--tls-server-name', tls.TEMPORAL_TLS_SERVER_NAME].map(String);
+  const args = ['worker', 'deployment', 'set-current-version', '--deployment-name', DEPLOYMENT, '--build-id', buildId, '--address', cluster.frontendAddress, '--namespace', cluster.namespace, ...tlsFlags, '--yes'];
   await eventually(
     () => execFileAsync(cli, args).then(() => 'ok', (err: { stderr?: string; message: string }) => err.stderr ?? err.message),
     (out) => out === 'ok',
@@ -273,7 +276,8 @@ describe('cluster chaos: the real Temporal server on PostgreSQL, three worker ho
     // The servers and PostgreSQL on a machine of their own (a namespace); a random 127.78.x.* so two
     // test runs on one machine do not take each other's addresses for the frontend's relay.
     cluster = await ClusterMachine.start(join(scratch, 'servers'), { dir: join(scratch, 'cluster'), historyShards: 8, historyProcesses: 2, loopbackPrefix: `127.78.${1 + Math.floor(Math.random() * 250)}` });
-    connection = await Connection.connect({ address: cluster.frontendAddress });
+    // The cluster speaks mTLS: the test connects as a worker does, with the cluster's client certificate.
+    connection = await Connection.connect({ address: cluster.frontendAddress, tls: temporalSettings(cluster.frontendAddress, cluster.state.clientEnv).tls ?? false });
     client = new Client({ connection, namespace: cluster.namespace });
     llm = await startScriptedOpenAIServer(slowGreeting, { delayMs: 300 });
     for (const id of TASK_IDS) {
@@ -281,7 +285,7 @@ describe('cluster chaos: the real Temporal server on PostgreSQL, three worker ho
       cpSync(join(root, 'examples/tasks/write-greeting'), dir, { recursive: true });
       tasks.push(dir);
     }
-    const shared = { queuePrefix: `chaos-${process.pid}`, deploymentName: DEPLOYMENT, address: cluster.frontendAddress, store: `fs:${join(scratch, 'trajectories')}` };
+    const shared = { queuePrefix: `chaos-${process.pid}`, deploymentName: DEPLOYMENT, address: cluster.frontendAddress, store: `fs:${join(scratch, 'trajectories')}`, env: cluster.state.clientEnv };
     // Each host a machine of its own: network and UTS namespaces, reaching only the frontend (on the
     // servers' machine) and the policy endpoint.
     const reachable = [cluster.frontendReachable, { host: '127.0.0.1', port: Number(new URL(llm.baseUrl).port) }];
@@ -360,7 +364,7 @@ describe('cluster chaos: the real Temporal server on PostgreSQL, three worker ho
       // and that nothing polls that queue any more.
       const queue = hostTaskQueue(busiest.hostId);
       degradedStatus = await eventually(
-        () => runRolloutCli(['status', batchId, '--address', cluster.frontendAddress], root, { TEMPORAL_NAMESPACE: cluster.namespace }),
+        () => runRolloutCli(['status', batchId, '--address', cluster.frontendAddress], root, { TEMPORAL_NAMESPACE: cluster.namespace, ...cluster.state.clientEnv }),
         (r) => r.stdout.split('\n').some((line) => line.includes(`for a worker on ${queue}, which no worker has polled`)),
         `rollout status names ${queue} as the queue the batch waits on`,
         120_000,

@@ -68,6 +68,8 @@ export interface FaultHostOptions {
   netns?: NetnsHost;
   /** Worker Versioning: the deployment its workers belong to (--deployment-name); their build is startWorker's. */
   deploymentName?: string;
+  /** Environment its workers get besides the defaults (a cluster's TEMPORAL_TLS_*). */
+  env?: Record<string, string>;
 }
 
 /** One simulated host: a queue prefix, a host id, a data dir and a sandbox root, and its worker processes over time. */
@@ -115,6 +117,7 @@ export class FaultHost {
       sandboxRoot: this.sandboxRoot,
       ...(this.options.address !== undefined ? { address: this.options.address } : {}),
       ...(this.options.store !== undefined ? { store: this.options.store } : {}),
+      ...(this.options.env !== undefined ? { env: this.options.env } : {}),
       ...rest,
     });
     this.workers.push(worker);
