@@ -15,7 +15,7 @@ import type { Summary } from '../shared/stats.js';
 import { summarize } from '../shared/stats.js';
 import { runBareBatch, type BareBatch, type BareOptions } from './bareLoop.js';
 import type { BenchContext } from './context.js';
-import { SETUPS, type SetupName } from './concurrency.js';
+import { SETUPS, type SetupName } from './workerSetups.js';
 import { runPipelineBatch, type PipelineRunResult } from './pipelineRun.js';
 import { formatTable } from './stats.js';
 import { benchPolicy, startBenchPolicyServer } from './workload.js';

@@ -5,7 +5,7 @@
  *   --concurrency 1000         section 3 rollouts at once (groups of --curve-group-size 10)
  *   --curve 10,100,1000        section 4 concurrencies
  *   --delay-ms 2000            policy latency of sections 3 and 4
- *   --setup defaults           worker setup of sections 2-4 (bench/concurrency.ts SETUPS)
+ *   --setup defaults           worker setup of sections 2-4 (bench/workerSetups.ts SETUPS)
  *   --policy-calls queue|local where sections 2-4 run each turn's policy call (group.policyCalls; default queue)
  *   --attempt-on workflow|host where sections 2-4 and cluster run each attempt's agent loop (group.attemptOn; default workflow)
  *   --sweep before,split       more setups to compare in section 3
@@ -51,7 +51,8 @@ import { bundlePipelineWorkflows } from '../workers/pipelineWorkers.js';
 import { installRuntime, createLogger } from '../workers/logger.js';
 import { runSandboxLifecycle, formatSandboxLifecycle } from './sandboxLifecycle.js';
 import { runOrchestration, formatOrchestration } from './orchestration.js';
-import { runConcurrency, formatConcurrency, SETUPS, type SetupName } from './concurrency.js';
+import { runConcurrency, formatConcurrency } from './concurrency.js';
+import { SETUPS, type SetupName } from './workerSetups.js';
 import { runScaling, formatScaling } from './scaling.js';
 import { runTaskLoading, formatTaskLoading } from './taskLoading.js';
 import { runRealModel, formatRealModel } from './realModel.js';

@@ -6,7 +6,8 @@
  * with the same setting is reused, not run twice.
  */
 import type { BenchContext } from './context.js';
-import { diagnose, measureIdeal, SETUPS, type ConcurrencyResult, type Ideal, type SetupName } from './concurrency.js';
+import { diagnose, measureIdeal, type ConcurrencyResult, type Ideal } from './concurrency.js';
+import { SETUPS, type SetupName } from './workerSetups.js';
 import { slim, type PipelineSummary } from './orchestration.js';
 import { runPipelineBatch } from './pipelineRun.js';
 import { formatTable } from './stats.js';

@@ -7,7 +7,7 @@
 import { spawnSync } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';
 import { join } from 'node:path';
-import { rolloutCacheDir } from '../workers/cacheDir.js';
+import { rolloutCacheDir } from '../shared/cacheDir.js';
 
 export const TEMPORAL_SERVER_VERSION = '1.31.2';
 

@@ -13,7 +13,7 @@ import type { Logger } from 'pino';
 import { withClassifiedFailures } from '../activities/classifiedToApplicationFailure.js';
 import { createActivities, type ActivityDeps } from '../activities/createActivities.js';
 import { TASK_QUEUES, hostTaskQueue, hostWatchQueue } from '../shared/names.js';
-import { rolloutCacheDir } from './cacheDir.js';
+import { rolloutCacheDir } from '../shared/cacheDir.js';
 import { cachedWorkflowBundle } from './workflowBundleCache.js';
 import { pinnedDeployment, unversionedDeployment, type WorkerBuild } from './versioning/workerDeployment.js';
 

@@ -10,7 +10,7 @@ import { execFile } from 'node:child_process';
 import { accessSync, constants, statSync } from 'node:fs';
 import { delimiter, join } from 'node:path';
 import { promisify } from 'node:util';
-import { rolloutCacheDir } from './cacheDir.js';
+import { rolloutCacheDir } from '../shared/cacheDir.js';
 
 const execFileAsync = promisify(execFile);
 

@@ -15,7 +15,9 @@ import type { RolloutInput, RolloutResult } from '../shared/pipeline.js';
 import { ROLLOUT_BATCH, ROLLOUT_TASK_ID, ROLLOUT_TASK_VERSION } from '../shared/searchAttributes.js';
 import { brokenRollout } from './brokenRollout.js';
 import { policyVersionSignal } from './definitions.js';
-import type { rollout } from './rollout.js';
+
+/** The `rollout` workflow's signature, by its contract types (importing rollout.ts here would be a circle: it runs the branches). */
+type RolloutWorkflow = (input: RolloutInput) => Promise<RolloutResult>;
 
 /** The branch turn (1-based point j) a rollout at `index` started at: 0 for a root. */
 export function branchLevel(input: Pick<RolloutInput, 'group' | 'index'>): number {
@@ -36,7 +38,7 @@ export function branchIndexes(input: Pick<RolloutInput, 'group' | 'index'>, j: n
 }
 
 export class RolloutBranches {
-  private readonly started = new Map<number, { handle: ChildWorkflowHandle<typeof rollout>; turn: number }>();
+  private readonly started = new Map<number, { handle: ChildWorkflowHandle<RolloutWorkflow>; turn: number }>();
   private readonly branchedAt = new Set<number>();
   private readonly level: number;
 
@@ -58,7 +60,7 @@ export class RolloutBranches {
     const { group } = this.input;
     for (const index of branchIndexes(this.input, j)) {
       const child: RolloutInput = { group, index, policyVersion, branchOf: { rolloutWorkflowId: this.workflowId, trajectoryRef: this.trajectoryRef, attempt, atTurn: turn } };
-      const handle = await startChild<typeof rollout>('rollout', {
+      const handle = await startChild<RolloutWorkflow>('rollout', {
         workflowId: rolloutWorkflowId(group.batchId, group.task.id, index),
         taskQueue: group.taskQueues.main,
         args: [child],

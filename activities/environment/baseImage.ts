@@ -12,7 +12,7 @@ import { aptSources } from './aptSources.js';
 import type { BaseRecipe } from './baseMap.js';
 import { cpythonBuildScript, ensureCpythonSource } from './cpythonSource.js';
 import { withFileLock } from './fileLock.js';
-import { runTool, runToolOk, type ImageTools } from './imageTools.js';
+import { imageExists, imageId, runToolOk, type ImageTools } from './imageTools.js';
 
 export interface BaseImage {
   tag: string;
@@ -62,14 +62,6 @@ function certificateHook(certificates: ReturnType<typeof hostCertificates>): str
  */
 function hostCertificateEnv(recipe: BaseRecipe, certificates: ReturnType<typeof hostCertificates>): string[] {
   return recipe.cpython && certificates.files.length > 0 ? ['PIP_CERT=/etc/ssl/certs/ca-certificates.crt'] : [];
-}
-
-export async function imageExists(tools: ImageTools, ref: string): Promise<boolean> {
-  return (await runTool(tools, 'podman', ['image', 'exists', ref])).code === 0;
-}
-
-export async function imageId(tools: ImageTools, ref: string): Promise<string> {
-  return (await runToolOk(tools, 'podman', ['image', 'inspect', '--format', '{{.Id}}', ref])).trim();
 }
 
 export async function ensureBaseImage(tools: ImageTools, recipe: BaseRecipe, mirror: string, log: (line: string) => void = () => undefined): Promise<BaseImage> {

@@ -16,10 +16,14 @@
 import { existsSync, mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { tryExclusiveFileLock, withFileLock } from './fileLock.js';
-import type { ImageTools } from './imageTools.js';
-import type { RunResult } from './imageTools.js';
 
-type Run = (file: string, args: string[]) => Promise<RunResult>;
+/** What storage cleaning needs of the image tools (imageTools.ts's ImageTools): where the builder keeps its locks. */
+interface StorageTools {
+  cacheDir: string;
+}
+
+/** Runs one podman command with the image tools' settings (imageTools.ts's runTool, bound to them). */
+type Run = (file: string, args: string[]) => Promise<{ code: number; stdout: string }>;
 
 export interface StorageCleaning {
   /** Working containers of dead builds removed (with their mounts). */
@@ -37,7 +41,7 @@ function dirtyMarker(cacheDir: string): string {
 }
 
 /** Runs `fn` while it may make containers and mounts in the storage (shared: builds run side by side). */
-export async function withBuildStorage<T>(tools: ImageTools, run: Run, fn: () => Promise<T>): Promise<T> {
+export async function withBuildStorage<T>(tools: StorageTools, run: Run, fn: () => Promise<T>): Promise<T> {
   try {
     return await withFileLock(lockFile(tools.cacheDir), fn, undefined, 'shared');
   } finally {
@@ -56,18 +60,18 @@ export function markStorageForCleaning(cacheDir: string): void {
 }
 
 /** Cleans now if no build holds the storage; undefined when one does (the marker stays for the next try). */
-export async function cleanStorageIfIdle(tools: ImageTools, run: Run): Promise<StorageCleaning | undefined> {
+export async function cleanStorageIfIdle(tools: StorageTools, run: Run): Promise<StorageCleaning | undefined> {
   const done = await tryExclusiveFileLock(lockFile(tools.cacheDir), () => clean(tools, run));
   return done?.value;
 }
 
 /** Waits until no build holds the storage, then cleans (rollout env gc). */
-export async function cleanStorage(tools: ImageTools, run: Run, onWait?: () => void): Promise<StorageCleaning> {
+export async function cleanStorage(tools: StorageTools, run: Run, onWait?: () => void): Promise<StorageCleaning> {
   return withFileLock(lockFile(tools.cacheDir), () => clean(tools, run), onWait);
 }
 
 /** Only under the exclusive lock: every storage-only container and image mount is a dead build's. */
-async function clean(tools: ImageTools, run: Run): Promise<StorageCleaning> {
+async function clean(tools: StorageTools, run: Run): Promise<StorageCleaning> {
   const listed = await run('podman', ['ps', '--all', '--external', '--format', 'json']);
   if (listed.code !== 0) return { containers: [], imageMountsReleased: false };
   const all = JSON.parse(listed.stdout || '[]') as { Id: string; Names?: string[]; State?: string }[];

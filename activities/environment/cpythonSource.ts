@@ -19,10 +19,9 @@ import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClassifiedError } from '../../shared/failures.js';
-import { imageExists } from './baseImage.js';
 import { withBuildStorage } from './buildStorage.js';
 import { withFileLock } from './fileLock.js';
-import { runTool, runToolOk, type ImageTools } from './imageTools.js';
+import { imageExists, runTool, runToolOk, type ImageTools } from './imageTools.js';
 import { pipPython } from './wheelhouse.js';
 
 /** The newest patch release of each minor on the proxy (2026-12-03) and its module zip's sha256. */

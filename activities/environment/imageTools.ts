@@ -10,7 +10,7 @@ import { spawn } from 'node:child_process';
 import { createWriteStream, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClassifiedError } from '../../shared/failures.js';
-import { rolloutCacheDir } from '../../workers/cacheDir.js';
+import { rolloutCacheDir } from '../../shared/cacheDir.js';
 import { guardedArgv, killBuildCgroup, reapOrphanBuilds, recordBuild } from './buildProcesses.js';
 import { cleanStorageIfIdle } from './buildStorage.js';
 
@@ -163,4 +163,13 @@ export async function runToolOk(tools: ImageTools, file: string, args: string[],
     throw new ClassifiedError('infra', 'provision_failed', `${file} ${args.slice(0, 3).join(' ')} failed (exit ${r.code}${r.timedOut ? ', timed out' : ''}): ${r.tail}`);
   }
   return r.stdout;
+}
+
+/** Whether the image store holds `ref`. */
+export async function imageExists(tools: ImageTools, ref: string): Promise<boolean> {
+  return (await runTool(tools, 'podman', ['image', 'exists', ref])).code === 0;
+}
+
+export async function imageId(tools: ImageTools, ref: string): Promise<string> {
+  return (await runToolOk(tools, 'podman', ['image', 'inspect', '--format', '{{.Id}}', ref])).trim();
 }

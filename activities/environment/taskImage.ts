@@ -24,12 +24,12 @@ import { cpythonRelease, ensureCpythonSourceImage, type CpythonRelease } from '.
 import { buildCgroupParent } from './buildProcesses.js';
 import { buildLimits, capsHit, describeLimits, limitBuildCgroup, readCaps, runCgroup, timeoutReason, type CapReadings } from './buildLimits.js';
 import { BUILD_DNS, withBuildNetwork } from './buildNetwork.js';
-import { debianMirror, ensureBaseImage, imageExists } from './baseImage.js';
+import { debianMirror, ensureBaseImage } from './baseImage.js';
 import { parseDockerfile, rewriteFroms } from './dockerfile.js';
 import { checkRunMounts } from './runMounts.js';
 import { withBuildStorage } from './buildStorage.js';
 import { withFileLock } from './fileLock.js';
-import { imageTools, runTool, runToolOk } from './imageTools.js';
+import { imageExists, imageTools, runTool, runToolOk } from './imageTools.js';
 import { ensureToolImage, type ToolImage } from './toolImages.js';
 import { readVerifierNeeds } from './verifierNeeds.js';
 import { beyondRegistries } from '../tasks/outsideWorld.js';

@@ -9,10 +9,9 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ClassifiedError } from '../../shared/failures.js';
-import { imageExists, imageId } from './baseImage.js';
 import { withBuildStorage } from './buildStorage.js';
 import { withFileLock } from './fileLock.js';
-import { runTool, runToolOk, type ImageTools } from './imageTools.js';
+import { imageExists, imageId, runTool, runToolOk, type ImageTools } from './imageTools.js';
 import { MACHINE, pipPython } from './wheelhouse.js';
 
 /** A tool image made from a registry package: which package, which of its files go where in the image. */

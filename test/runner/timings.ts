@@ -5,7 +5,7 @@
  */
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { rolloutCacheDir } from '../../workers/cacheDir.js';
+import { rolloutCacheDir } from '../../shared/cacheDir.js';
 
 export interface FileTiming {
   wallS: number;

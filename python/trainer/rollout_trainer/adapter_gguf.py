@@ -22,9 +22,7 @@ import sys
 import time
 from typing import Any, Optional
 
-
-class AdapterConversionError(RuntimeError):
-    """The adapter could not be converted; the message names the input and the fix."""
+from .adapter_failure import AdapterConversionError
 
 
 def write_base_config(model: Any, directory: str) -> str:
@@ -98,10 +96,8 @@ def main(argv: Optional[list[str]] = None) -> int:
     parser.add_argument("--converter", help="llama.cpp's convert_lora_to_gguf.py (default: $ROLLOUT_LORA_CONVERTER)")
     args = parser.parse_args(argv)
     from .command import run_command
-    # The package's own module, not this file run as __main__: its AdapterConversionError is the one run_command names.
-    from .adapter_gguf import convert_adapter as convert
 
-    return run_command("rollout_trainer.adapter_gguf", lambda: print(json.dumps(convert(args.adapter, args.base_config, args.out, args.converter))))
+    return run_command("rollout_trainer.adapter_gguf", lambda: print(json.dumps(convert_adapter(args.adapter, args.base_config, args.out, args.converter))))
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -9,7 +9,7 @@ from typing import Callable
 
 from rollout_export import SampleError
 
-from .adapter_gguf import AdapterConversionError
+from .adapter_failure import AdapterConversionError
 from .policy_model import PolicyModelError
 
 NAMED_FAILURES = (SampleError, PolicyModelError, AdapterConversionError, ValueError, OSError)
