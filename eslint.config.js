@@ -36,7 +36,7 @@ const workflowSandboxRules = {
 
 export default tseslint.config(
   // examples/ holds task content (what agents edit inside sandboxes), not project code.
-  { ignores: ['node_modules/**', 'test-output/**', 'test/fixtures/lint-violations/**', 'client/bin/**', 'examples/**', 'eslint.config.js'] },
+  { ignores: ['node_modules/**', 'test-output/**', 'test/fixtures/lint-violations/**', 'client/bin/**', 'examples/**', 'eslint.config.js', '.dependency-cruiser.cjs'] },
   ...tseslint.configs.recommendedTypeChecked,
   {
     languageOptions: {

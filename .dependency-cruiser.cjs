@@ -1,0 +1,55 @@
+/**
+ * The house's layering, checked by dependency-cruiser (`npm run layers`, part of `npm test`;
+ * docs/architecture.md draws it). Rooms from the ground up, each importing only the ones below it:
+ *
+ *   shared/      contract types and small pure helpers; imports nothing of ours
+ *   activities/  the engine and its Temporal activities (sandboxes, policies, tasks, stores, images)
+ *   workflows/   deterministic workflow code: shared/, and activities/ as types only (lint enforces
+ *                the type-only part: eslint.config.js)
+ *   workers/     worker processes and the servers they start (dev server, inference server)
+ *   cluster/     the real Temporal cluster on PostgreSQL
+ *   client/      the CLI and its commands
+ *   bench/       benchmarks, on top of everything (and test/'s helpers)
+ *
+ * And no import circles anywhere, types included: a circle is two files that cannot be read apart.
+ */
+const ROOMS = ['shared', 'activities', 'workflows', 'workers', 'cluster', 'client', 'bench'];
+
+/** What each room may import besides itself. */
+const MAY_IMPORT = {
+  shared: [],
+  activities: ['shared'],
+  workflows: ['shared', 'activities'],
+  workers: ['shared', 'activities', 'workflows'],
+  cluster: ['shared', 'workers'],
+  client: ['shared', 'activities', 'workflows', 'workers', 'cluster'],
+  bench: ['shared', 'activities', 'workflows', 'workers', 'cluster', 'client', 'test'],
+};
+
+const layerRules = Object.entries(MAY_IMPORT).map(([room, allowed]) => ({
+  name: `layers-${room}`,
+  comment: `${room}/ may import only ${allowed.length ? allowed.map((r) => `${r}/`).join(', ') : 'nothing of ours'} (see .dependency-cruiser.cjs and docs/architecture.md)`,
+  severity: 'error',
+  from: { path: `^${room}/` },
+  to: { path: '^(?!node_modules/)[^/]+/', pathNot: [`^(${[room, ...allowed].join('|')})/`, '^node_modules/'] },
+}));
+
+module.exports = {
+  forbidden: [
+    {
+      name: 'no-circular',
+      comment: 'files that import each other in a loop (types count: the loop is there for a reader)',
+      severity: 'error',
+      from: {},
+      to: { circular: true },
+    },
+    ...layerRules,
+  ],
+  options: {
+    includeOnly: `^(${ROOMS.join('|')}|test)/`,
+    exclude: { path: '(^|/)node_modules/' },
+    tsPreCompilationDeps: true,
+    tsConfig: { fileName: 'tsconfig.json' },
+    enhancedResolveOptions: { extensions: ['.ts', '.js'] },
+  },
+};
