@@ -30,7 +30,7 @@ import { RolloutBranches } from './branches.js';
 import { isAttemptFailureDetails, STALE_RESTART_FAILURE, type AttemptFailureDetails, type AttemptResult, type AttemptTimings } from './attempt/attemptWorkflow.js';
 import { activity, localActivity, localActivityRunToEnd } from './attempt/callActivity.js';
 import { hostActivities } from './attempt/hostCalls.js';
-import type { ProvisionOutput } from '../activities/createActivities.js';
+import type { ProvisionOutput } from '../activities/contract.js';
 import type { RestoredPrefix } from '../activities/resume/restoreTurns.js';
 import { POLICY_RETRY } from './attempt/nonRetryable.js';
 

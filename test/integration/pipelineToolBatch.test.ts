@@ -12,7 +12,7 @@ import { fileURLToPath } from 'node:url';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { loadTrajectory } from '../../client/loadTrajectory.js';
 import { submitBatch } from '../../client/submitBatch.js';
-import type { ToolCallsStepOutput } from '../../activities/createActivities.js';
+import type { ToolCallsStepOutput } from '../../activities/contract.js';
 import { startHarness, type Harness } from '../helpers/pipelineHarness.js';
 
 const task = resolve(dirname(fileURLToPath(import.meta.url)), '../fixtures/tasks/two-file-solution');

@@ -8,7 +8,7 @@
  * still verified and scored; infra failures are thrown.
  */
 import { log, patched } from '@temporalio/workflow';
-import type { ProvisionOutput, VerifyOutput } from '../../activities/createActivities.js';
+import type { ProvisionOutput, VerifyOutput } from '../../activities/contract.js';
 import type { TurnTokenStatus } from '../../activities/policies/tokens/turnIntegrity.js';
 import type { RestoredPrefix } from '../../activities/resume/restoreTurns.js';
 import type { OutcomeClass, RolloutInput, StageTimings } from '../../shared/pipeline.js';

@@ -3,7 +3,7 @@
  * 'host'), and what comes back: the attempt's outcome, or a failure that carries its class and
  * what the attempt had done so far.
  */
-import type { ProvisionOutput } from '../../activities/createActivities.js';
+import type { ProvisionOutput } from '../../activities/contract.js';
 import type { RolloutInput, StageTimings } from '../../shared/pipeline.js';
 import type { TokenIntegrity } from '../../shared/tokens.js';
 import type { RestoredPrefix } from '../../activities/resume/restoreTurns.js';

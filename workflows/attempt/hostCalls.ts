@@ -3,7 +3,7 @@
  * activities on the host's task queue (the rollout workflow runs elsewhere) or, for an attempt
  * that runs on that host itself (group.attemptOn 'host'), as local activities of its worker.
  */
-import type { ProvisionOutput } from '../../activities/createActivities.js';
+import type { ProvisionOutput } from '../../activities/contract.js';
 import { HEARTBEAT_TIMEOUT } from '../heartbeatTimeout.js';
 import { activity, localActivityRunToEnd as localActivity, type SummarizedCall } from './callActivity.js';
 import { NON_RETRYABLE } from './nonRetryable.js';
