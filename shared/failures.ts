@@ -65,6 +65,16 @@ export const ATTRIBUTED_MODEL_TYPES = ['verifier_blocked', 'verifier_broken', 'v
 /** Every `<class>/<type>` name that retrying the same activity cannot fix (model and task failures). */
 export const NEVER_RETRIED: readonly string[] = [...FAILURE_TYPES.model.map((t) => `model/${t}`), ...FAILURE_TYPES.task.map((t) => `task/${t}`)];
 
+/**
+ * Retry scope of the infra types: these are retried as a whole attempt on a fresh sandbox, never by
+ * running the same activity again (its sandbox is gone, the host lacks the capability, the verifier
+ * failed on that sandbox's state). Every other infra type is retried in place first.
+ */
+export const RETRIED_AS_NEW_ATTEMPT = ['sandbox_lost', 'capability_missing', 'provision_failed', 'provision_timeout', 'verifier_crashed', 'verifier_timeout'] as const satisfies readonly FailureType<'infra'>[];
+
+/** The `<class>/<type>` names a retry of the same activity must not run for: NEVER_RETRIED and RETRIED_AS_NEW_ATTEMPT. */
+export const NOT_RETRIED_IN_PLACE: readonly string[] = [...NEVER_RETRIED, ...RETRIED_AS_NEW_ATTEMPT.map((type) => failureName({ failureClass: 'infra', type }))];
+
 export interface Failure<C extends FailureClass = FailureClass> {
   failureClass: C;
   type: FailureType<C>;

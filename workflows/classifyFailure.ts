@@ -5,15 +5,10 @@
  */
 import { TimeoutType } from '@temporalio/common';
 import { ActivityFailure, ApplicationFailure, ChildWorkflowFailure, TimeoutFailure } from '@temporalio/workflow';
-import { parseFailureName, type FailureClass } from '../shared/failures.js';
+import { parseFailureName, type Failure } from '../shared/failures.js';
 
-export interface Classified {
-  failureClass: FailureClass;
-  type: string;
-  message: string;
-  /** What failure attribution found, when the activity attributed the failure. */
-  evidence?: string[];
-}
+/** A failure of the taxonomy: its type is checked against its class (shared/failures.ts). */
+export type Classified = Failure;
 
 /** The evidence an activity attached to its failure (details[0].evidence), if any. */
 function evidenceOf(failure: ApplicationFailure): { evidence?: string[] } {

@@ -32,9 +32,9 @@ function describeControl(e: ControlEvidence): string {
 /** `options`: what the verifier needs on this task's environment (an image's toolchain), for the control as for the attempt. */
 export async function attributeVerifyFailure(err: unknown, task: LoadedTask, controls: VerifierControls, controlSpec: SandboxSpec, options: VerifyOptions = {}): Promise<unknown> {
   if (!(err instanceof ClassifiedError) || err.failureClass !== 'infra') return err;
-  const name = failureName(err);
-  if (name !== 'infra/verifier_timeout' && name !== 'infra/verifier_crashed') return err;
-  const infraType = name === 'infra/verifier_timeout' ? 'verifier_timeout' : 'verifier_crashed';
+  const failed: string = failureName(err);
+  const infraType = (['verifier_timeout', 'verifier_crashed'] as const).find((type) => failureName({ failureClass: 'infra', type }) === failed);
+  if (!infraType) return err;
   const seen = `on the attempt's final state: ${infraType === 'verifier_timeout' ? 'the verifier timed out' : 'the verifier crashed'}`;
   let evidence: ControlEvidence;
   try {

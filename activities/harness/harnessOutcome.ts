@@ -5,14 +5,10 @@
  * own after calling the model is model/harness_crashed; one that never called it is infra (its settings
  * or install are broken, not the model), named with the fix.
  */
-import { ClassifiedError } from '../../shared/failures.js';
+import { ClassifiedError, type Failure, type FailureType } from '../../shared/failures.js';
 
-export interface HarnessEnd {
-  failureClass: 'model';
-  type: string;
-  message: string;
-  evidence?: string[];
-}
+/** How a harness run ended by the model's doing: a model failure of the taxonomy. */
+export type HarnessEnd = Failure<'model'>;
 
 export interface HarnessExit {
   harness: string;
@@ -28,7 +24,7 @@ export interface HarnessExit {
 }
 
 /** mini-swe-agent's exit statuses that are the model's, by our types. */
-const MODEL_EXITS: Record<string, { type: string; why: string }> = {
+const MODEL_EXITS: Record<string, { type: FailureType<'model'>; why: string }> = {
   LimitsExceeded: { type: 'max_turns', why: 'the harness reached its step limit (limits.maxTurns)' },
   TimeExceeded: { type: 'agent_timeout', why: "the harness's own wall-time limit" },
   RepeatedFormatError: { type: 'malformed_tool_call', why: 'answers the harness could not read, several in a row' },

@@ -16,7 +16,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Context } from '@temporalio/activity';
 import type { Logger } from 'pino';
-import { ClassifiedError, failureName } from '../../shared/failures.js';
+import { ClassifiedError, failureName, parseFailureName, type FailureType } from '../../shared/failures.js';
 import type { ResolvedGroupInput } from '../../shared/pipeline.js';
 import type { SandboxHandle, SandboxProvider } from '../../shared/sandbox.js';
 import type { LoadedTask } from '../../shared/task.js';
@@ -168,8 +168,9 @@ export async function runHarness(deps: HarnessDeps, input: HarnessRunInput): Pro
           // The words llama.cpp uses, which litellm maps to ContextWindowExceededError: the harness may shorten its history.
           return openaiError(400, `the request exceeds the available context size: ${f.message}`);
         }
-        if (f.name.startsWith('model/')) {
-          stopHarness({ failureClass: 'model', type: f.name.slice('model/'.length), message: f.message });
+        const parsed = parseFailureName(f.name);
+        if (parsed?.failureClass === 'model') {
+          stopHarness({ failureClass: 'model', type: parsed.type as FailureType<'model'>, message: f.message });
           return openaiError(400, f.message);
         }
         if (f.retryable && tryNo < INFERENCE_TRIES) {
