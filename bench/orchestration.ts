@@ -16,7 +16,8 @@ import { summarize } from '../shared/stats.js';
 import { runBareBatch, type BareBatch, type BareOptions } from './bareLoop.js';
 import type { BenchContext } from './context.js';
 import { SETUPS, type SetupName } from './workerSetups.js';
-import { runPipelineBatch, type PipelineRunResult } from './pipelineRun.js';
+import { runPipelineBatch } from './pipelineRun.js';
+import type { PipelineRunResult } from './pipelineRunResult.js';
 import { formatTable } from './stats.js';
 import { benchPolicy, startBenchPolicyServer } from './workload.js';
 

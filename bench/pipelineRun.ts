@@ -11,138 +11,25 @@
  * the most sandboxes alive, task queue backlogs and the SDK's
  * schedule-to-start latencies.
  */
-import { fork, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdirSync, openSync, readdirSync } from 'node:fs';
+import type { ChildProcess } from 'node:child_process';
+import { mkdirSync, readdirSync } from 'node:fs';
 import { cpus } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { Client, Connection } from '@temporalio/client';
 import { SandboxRegistry } from '../activities/sandbox/local/sandboxRegistry.js';
 import { LocalSandboxProvider } from '../activities/sandbox/local/localSandboxProvider.js';
 import { submitBatch } from '../client/submitBatch.js';
-import type { GroupResult, PolicyConfig, RolloutResult } from '../shared/pipeline.js';
+import type { GroupResult, RolloutResult } from '../shared/pipeline.js';
 import { hostTaskQueue } from '../shared/names.js';
 import { summarize, type Summary } from '../shared/stats.js';
-import { countLeaks, leaksUnder, type Leaks } from '../test/faults/faultKit.js';
-import type { ScriptedOpenAIServer } from '../test/helpers/scriptedOpenAIServer.js';
+import { countLeaks, leaksUnder } from '../test/faults/faultKit.js';
 import { freePort, startDevServer } from '../workers/temporalDevServer.js';
-import { WORKER_ROLES, type WorkerRole } from '../workers/pipelineWorkers.js';
-import type { BenchWorkerConfig, BenchWorkerReport, WorkerSetup } from './benchWorker.js';
-import type { Placement } from './context.js';
-import { historyBreakdown, type RolloutBreakdown } from './historyBreakdown.js';
+import { WORKER_ROLES } from '../workers/pipelineWorkers.js';
+import type { BenchWorkerConfig, BenchWorkerReport } from './benchWorker.js';
+import { historyBreakdown } from './historyBreakdown.js';
+import { request, startWorker } from './benchWorkerProcess.js';
+import type { PipelineRunSpec, PipelineEnv, SandboxMemorySample, WorkerProcessReport, PipelineRunResult } from './pipelineRunResult.js';
 import { busyShare, cpuDelta, machineCpu, memAvailableKb, processCpu, processMemoryKb, processTreeCpu, sandboxProcessMemory, type CpuTimes } from './procStats.js';
-
-const WORKER_ENTRY = fileURLToPath(new URL('./benchWorker.ts', import.meta.url));
-
-export interface PipelineRunSpec {
-  label: string;
-  groups: number;
-  groupSize: number;
-  setup: WorkerSetup;
-  db: 'memory' | 'file';
-  /** Run one rollout first, unmeasured (V8 contexts, connections, page cache), as the bare loop does. */
-  warmup?: boolean;
-  /**
-   * Stop measuring after this long: count the rollouts finished by then,
-   * cancel the rest (their teardown still runs) and report the rate and a
-   * projected completion instead of a full run.
-   */
-  deadlineMs?: number;
-}
-
-export interface PipelineEnv {
-  scratch: string;
-  /** One task directory per group (a batch holds each task once). */
-  taskDirs: string[];
-  bundleFile: string;
-  policy: PolicyConfig;
-  /** The policy's HTTP server, to read how many requests were open at once. */
-  policyServer?: ScriptedOpenAIServer;
-  /** group.policyCalls and group.attemptOn of every batch (the defaults when absent). */
-  placement?: Placement;
-}
-
-export interface QueueBacklog {
-  /** Most tasks waiting in the queue at one sample. */
-  peak: number;
-  /** Oldest waiting task at one sample, ms. */
-  peakAgeMs: number;
-}
-
-export interface SandboxMemorySample {
-  alive: number;
-  sampled: number;
-  processesPerSandbox: number;
-  pssKbPerSandbox: number;
-  /** The bwrap process outside the sandbox that waits for its init. */
-  launcherPssKbPerSandbox: number;
-}
-
-export type WorkerProcessReport = Omit<BenchWorkerReport, 'type' | 'sandboxIds'> & { cpuMs: number; sandboxCpuMs: number };
-
-export interface PipelineRunResult {
-  label: string;
-  db: 'memory' | 'file';
-  setup: WorkerSetup;
-  groups: number;
-  groupSize: number;
-  rollouts: number;
-  /** False when the deadline came first; wallMs is then the deadline. */
-  finished: boolean;
-  /** Rollouts closed by the end of the measurement. */
-  completed: number;
-  /** wallMs × rollouts / completed when the deadline came first (NaN when none finished). */
-  projectedWallMs: number;
-  wallMs: number;
-  /** Rollouts finished per second of the measured window. */
-  rolloutsPerSecond: number;
-  /** Rollout workflow start to close. */
-  e2e: Summary;
-  stages: { queue: Summary; provision: Summary; agent: Summary; verify: Summary; teardown: Summary };
-  ok: number;
-  errors: number;
-  errorTypes: Record<string, number>;
-  leaks: number;
-  leakDetail: Leaks;
-  cpuMs: { worker: number; sandboxes: number; server: number; bench: number; total: number };
-  cpuMsPerRollout: number;
-  /** Total CPU over (wall × cores): 1.0 means every core was busy the whole run. */
-  cpuUtilization: number;
-  /** How busy the whole machine was (ours and everyone else's), from /proc/stat. */
-  machineBusy: number;
-  /** Sum over the worker processes of their peak RSS. */
-  workerPeakRssKb: number;
-  serverPeakRssKb: number;
-  /** Drop of the host's MemAvailable from the start to its lowest during the run. */
-  hostMemoryDropKb: number;
-  peakSandboxesAlive: number;
-  sandboxMemory: SandboxMemorySample | null;
-  workers: WorkerProcessReport[];
-  /** Peaks and share of samples at the slot limit, by kind of work, over all worker processes. */
-  peaks: BenchWorkerReport['peaks'];
-  atSlotLimit: BenchWorkerReport['atSlotLimit'];
-  /** Worst p99 event loop delay of the worker processes. */
-  eventLoopP99Ms: number;
-  backlog: Record<'workflow' | 'provision' | 'host' | 'policy', QueueBacklog>;
-  /** Mean schedule-to-start (ms) per task kind, from the SDK's metrics. */
-  scheduleToStartMs: Record<string, number>;
-  policyPeakInFlight: number;
-  /** From the histories of a sample of rollouts: waits and runs of activities and workflow tasks. */
-  breakdown: RolloutBreakdown | null;
-}
-
-function request(child: ChildProcess, type: string): Promise<BenchWorkerReport> {
-  return new Promise((resolve, reject) => {
-    const onMessage = (m: BenchWorkerReport): void => {
-      if (m.type !== type) return;
-      child.off('message', onMessage);
-      resolve(m);
-    };
-    child.on('message', onMessage);
-    child.once('exit', (code) => reject(new Error(`bench worker exited (${code}) before answering ${type}`)));
-    child.send({ type });
-  });
-}
 
 /** Means of the SDK's schedule-to-start histograms, by task kind (workflow tasks, each activity queue). */
 function scheduleToStart(metricsTexts: string[], queues: { main: string; policy: string; host: string }): Record<string, number> {
@@ -161,21 +48,6 @@ function scheduleToStart(metricsTexts: string[], queues: { main: string; policy:
     sums.set(name, entry);
   }
   return Object.fromEntries([...sums].map(([k, v]) => [k, v.count > 0 ? (v.sum / v.count) * (seconds ? 1000 : 1) : 0]));
-}
-
-function startWorker(config: BenchWorkerConfig, logFile: string): Promise<ChildProcess> {
-  const log = openSync(logFile, 'a');
-  const child = fork(WORKER_ENTRY, [JSON.stringify(config)], {
-    // BENCH_WORKER_CPU_PROF=<dir> writes a V8 CPU profile of each worker process there (to see what its CPU went to).
-    execArgv: ['--import', 'tsx', ...(process.env.BENCH_WORKER_CPU_PROF ? ['--cpu-prof', `--cpu-prof-dir=${process.env.BENCH_WORKER_CPU_PROF}`] : [])],
-    stdio: ['ignore', log, log, 'ipc'],
-    env: { ...process.env, LOG_LEVEL: process.env.LOG_LEVEL ?? 'warn' },
-  });
-  closeSync(log);
-  return new Promise((resolve, reject) => {
-    child.once('message', () => resolve(child));
-    child.once('exit', (code) => reject(new Error(`bench worker exited (${code}) while starting; see ${logFile}`)));
-  });
 }
 
 /** PSS of up to `max` live sandboxes of the registry, spread over it. */
@@ -409,9 +281,4 @@ export async function runPipelineBatch(env: PipelineEnv, spec: PipelineRunSpec, 
       for (const record of await provider.list()) await provider.teardown(record.id).catch(() => undefined);
     }
   }
-}
-
-/** Which roles a process of a setup runs, for tables: "main | host+policy". */
-export function processLayout(setup: WorkerSetup): string {
-  return (setup.processes ?? [[...WORKER_ROLES]]).map((roles: WorkerRole[]) => roles.join('+')).join(' | ');
 }

@@ -14,7 +14,8 @@
  *                  and the state directory
  *   pool/          sandboxes provisioned ahead of demand (off unless
  *                  ROLLOUT_SANDBOX_POOL_MAX or the pool option says how many)
- * This class holds what they share (localSandboxContext.ts) and the provider
+ * This class holds what they share (localSandboxContext.ts; its options in
+ * localSandboxOptions.ts) and the provider
  * interface around them.
  */
 import { mkdir, writeFile } from 'node:fs/promises';
@@ -38,20 +39,21 @@ import {
   type TeardownReport,
 } from '../../../shared/sandbox.js';
 import { provisionBeside } from './besideSandbox.js';
-import { detachStrayLayers, writableLayerSetting, type WritableLayer } from './diskLayer.js';
+import { detachStrayLayers, writableLayerSetting } from './diskLayer.js';
 import { runInSandbox, type RunOptions, type RunResult } from './exec.js';
 import { chooseHelper } from './execHelper/execHelper.js';
-import { checkHostCapabilities, DEFAULT_HOST_PROGRAMS, type HostPrograms } from './hostCapabilities.js';
+import { checkHostCapabilities, DEFAULT_HOST_PROGRAMS } from './hostCapabilities.js';
 import { holderAlive, isThisProcess, thisProcess } from './holderProcess.js';
 import { errorText, sandboxError, type LocalSandboxContext } from './localSandboxContext.js';
+import { DEFAULT_STATE_ROOT, poolFromEnv, spawnViaFromEnv, type LocalSandboxProviderOptions } from './localSandboxOptions.js';
 import { sandboxLossEvidence } from './lossEvidence.js';
 import { isLiveProcess, isSameProcess } from './procfs.js';
 import { readInSandboxRoot } from './rootedRead.js';
-import { SandboxPool, type SandboxPoolOptions } from './pool/sandboxPool.js';
+import { SandboxPool } from './pool/sandboxPool.js';
 import { checkLowerLayer, provisionSandbox } from './provision.js';
 import { SandboxRegistry } from './sandboxRegistry.js';
 import { GROUP, HOSTS, PASSWD } from './sandboxScripts.js';
-import { createSandboxSpawner, SPAWN_VIA, type SpawnVia } from './sandboxSpawner.js';
+import { createSandboxSpawner } from './sandboxSpawner.js';
 import { StateDigester } from './stateDigest.js';
 import { lingeringProcesses, stopSandboxProcesses } from './stopProcesses.js';
 import { sandboxTamperEvidence } from './tamperScan.js';
@@ -60,57 +62,7 @@ import { detachUserNetwork, SANDBOX_RESOLV_CONF } from './userNetwork.js';
 
 export { TeardownIncompleteError } from './localSandboxContext.js';
 export { INIT_EXIT_FILE } from './sandboxScripts.js';
-
-export interface LocalSandboxProviderOptions {
-  /** Where sandbox state directories and records live. */
-  stateRoot?: string;
-  programs?: Partial<HostPrograms>;
-  /** cgroup filesystem root; tests point it elsewhere to exercise the rlimit fallback. */
-  cgroupRoot?: string;
-  /** Writable layer size when the spec sets no diskMb. */
-  defaultDiskMb?: number;
-  /** Where an image sandbox's writable layer lives (diskLayer.ts); default ROLLOUT_WRITABLE_LAYER, else disk. */
-  writableLayer?: WritableLayer;
-  defaultExecTimeoutMs?: number;
-  defaultMaxOutputBytes?: number;
-  /** Largest file writeFile accepts and readFile returns by default. */
-  maxFileBytes?: number;
-  provisionTimeoutMs?: number;
-  /**
-   * Where sandbox commands are spawned: 'broker' (default), a small process forked on first use, so a
-   * spawn does not fork this whole worker; 'worker', this process. Env ROLLOUT_SANDBOX_SPAWN.
-   */
-  spawnVia?: SpawnVia;
-  /**
-   * The compiled helper that enters a sandbox and launches one in one program start
-   * (scripts/ensure-exec-helper.sh). Default: ROLLOUT_EXEC_HELPER; null: the program chain.
-   */
-  execHelper?: string | null;
-  /** Where the provider says what it could not do as configured (once); default: a line on stderr. */
-  notice?: (message: string) => void;
-  /**
-   * Sandboxes provisioned ahead of demand (pool/sandboxPool.ts): at most `max` ready at once, per shape
-   * as many as were provisioned in the last `windowMs`. Default: ROLLOUT_SANDBOX_POOL_MAX (unset: 0, off).
-   */
-  pool?: SandboxPoolOptions;
-}
-
-export const DEFAULT_STATE_ROOT = '/var/lib/rollout-pipeline/sandboxes';
-
-function poolFromEnv(): SandboxPoolOptions {
-  const value = process.env.ROLLOUT_SANDBOX_POOL_MAX;
-  if (value === undefined || value === '') return { max: 0 };
-  const max = Number(value);
-  if (!Number.isInteger(max) || max < 0) throw new Error(`ROLLOUT_SANDBOX_POOL_MAX=${JSON.stringify(value)}: give how many ready sandboxes to keep at most, a whole number >= 0 (0 or unset: no pool)`);
-  return { max };
-}
-
-function spawnViaFromEnv(): SpawnVia {
-  const value = process.env.ROLLOUT_SANDBOX_SPAWN;
-  if (value === undefined || value === '') return 'broker';
-  if ((SPAWN_VIA as readonly string[]).includes(value)) return value as SpawnVia;
-  throw new Error(`ROLLOUT_SANDBOX_SPAWN=${JSON.stringify(value)}: use one of ${SPAWN_VIA.join(', ')} (or unset it for broker)`);
-}
+export type { LocalSandboxProviderOptions } from './localSandboxOptions.js';
 
 /** Reasons for the program chain already said in this process (one line per reason, not per provider). */
 const noticesGiven = new Set<string>();
