@@ -7,7 +7,6 @@
  * The worker starts inside the cgroup it is given (its sandboxes, forked by it, follow), under
  * `setpriv --pdeathsig KILL` so it dies with the bench.
  */
-import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
 import { LocalSandboxProvider } from '../activities/sandbox/local/localSandboxProvider.js';
@@ -16,6 +15,7 @@ import { NetnsHost, type Reachable } from '../test/helpers/netns/netnsHost.js';
 import { startWorkerProcess, type WorkerProcess } from '../test/helpers/workerProcess.js';
 import { janitorScheduleId } from '../workers/janitorSchedule.js';
 import { processCpu } from './procStats.js';
+import { commandName, pidsWhere, statFields } from '../shared/hostProcesses.js';
 
 export interface BenchHostSpec {
   name: string;
@@ -77,16 +77,7 @@ export class BenchHost {
   /** CPU of the worker's own process and of tsx's esbuild helper it runs (not its sandboxes), ms. */
   workerCpuMs(): number {
     let ms = processCpu(this.pid).selfMs;
-    for (const entry of readdirSync('/proc')) {
-      if (!/^\d+$/.test(entry)) continue;
-      try {
-        const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-        const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-        if (ppid === this.pid && stat.includes('(esbuild)')) ms += processCpu(Number(entry)).selfMs;
-      } catch {
-        // gone
-      }
-    }
+    for (const pid of pidsWhere((p) => Number(statFields(p)?.[1]) === this.pid && commandName(p) === 'esbuild')) ms += processCpu(pid).selfMs;
     return ms;
   }
 

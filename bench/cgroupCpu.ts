@@ -13,6 +13,7 @@
  */
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { hostPids, statFields } from '../shared/hostProcesses.js';
 
 export class CgroupCpuError extends Error {
   constructor(message: string) {
@@ -53,16 +54,11 @@ function alive(pid: number): boolean {
 /** `pid` and every live descendant, from the parent pids in /proc. */
 export function processTree(pid: number): number[] {
   const children = new Map<number, number[]>();
-  for (const entry of readdirSync('/proc')) {
-    const p = Number(entry);
-    if (!Number.isInteger(p)) continue;
-    try {
-      const stat = readFileSync(`/proc/${p}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      children.set(ppid, [...(children.get(ppid) ?? []), p]);
-    } catch {
-      // gone
-    }
+  for (const p of hostPids()) {
+    const fields = statFields(p);
+    if (!fields) continue;
+    const ppid = Number(fields[1]);
+    children.set(ppid, [...(children.get(ppid) ?? []), p]);
   }
   const out: number[] = [];
   const stack = [pid];

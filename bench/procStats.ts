@@ -4,8 +4,9 @@
  * and the sandboxes' processes, found by pid namespace in one pass.
  */
 import { execFileSync } from 'node:child_process';
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
+import { readFileSync, readlinkSync } from 'node:fs';
 import { loadavg } from 'node:os';
+import { commandName, hostPids, pidsWhere, statFields } from '../shared/hostProcesses.js';
 
 let ticksPerSecond: number | undefined;
 function clockTicks(): number {
@@ -74,18 +75,12 @@ export function processCpu(pid: number | 'self'): CpuTimes {
 export function processTreeCpu(pid: number | 'self'): CpuTimes {
   const root = pid === 'self' ? process.pid : pid;
   const children = new Map<number, number[]>();
-  for (const entry of readdirSync('/proc')) {
-    const p = Number(entry);
-    if (!Number.isInteger(p)) continue;
-    try {
-      const stat = readFileSync(`/proc/${p}/stat`, 'utf8');
-      // tsx's esbuild service is a child of every TypeScript process here; it is not the pipeline's work.
-      if (stat.includes('(esbuild)')) continue;
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      children.set(ppid, [...(children.get(ppid) ?? []), p]);
-    } catch {
-      // gone
-    }
+  for (const p of hostPids()) {
+    const fields = statFields(p);
+    // tsx's esbuild service is a child of every TypeScript process here; it is not the pipeline's work.
+    if (!fields || commandName(p) === 'esbuild') continue;
+    const ppid = Number(fields[1]);
+    children.set(ppid, [...(children.get(ppid) ?? []), p]);
   }
   const own = processCpu(root);
   let childrenMs = own.childrenMs;
@@ -147,16 +142,7 @@ export function sandboxProcessMemory(initPids: number[]): SandboxMemory {
   }
   let processes = 0;
   let pss = 0;
-  for (const entry of readdirSync('/proc')) {
-    const pid = Number(entry);
-    if (!Number.isInteger(pid)) continue;
-    let ns: string;
-    try {
-      ns = readlinkSync(`/proc/${pid}/ns/pid`);
-    } catch {
-      continue;
-    }
-    if (!wanted.has(ns)) continue;
+  for (const pid of pidsWhere((p) => wanted.has(readlinkSync(`/proc/${p}/ns/pid`)))) {
     processes++;
     pss += pssKb(pid);
   }

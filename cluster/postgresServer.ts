@@ -14,6 +14,7 @@ import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { watchChildExit, type ChildExit } from '../workers/childProcessExit.js';
+import { pidsWhere } from '../shared/hostProcesses.js';
 
 export class PostgresStartError extends Error {
   constructor(message: string) {
@@ -172,16 +173,7 @@ export class PostgresServer {
 
   /** Processes whose working directory is this server's data directory (its postmaster and backends). */
   backendPids(): number[] {
-    const pids: number[] = [];
-    for (const name of readdirSync('/proc')) {
-      if (!/^\d+$/.test(name)) continue;
-      try {
-        if (readlinkSync(`/proc/${name}/cwd`) === this.dataDir) pids.push(Number(name));
-      } catch {
-        // gone, or not ours to read
-      }
-    }
-    return pids;
+    return pidsWhere((pid) => readlinkSync(`/proc/${pid}/cwd`) === this.dataDir);
   }
 
   private async waitForBackendsGone(): Promise<void> {

@@ -23,6 +23,7 @@ import { HolderSchema, holderAlive, thisProcess } from '../sandbox/local/holderP
 import { processStartTime } from '../sandbox/local/procfs.js';
 import { markStorageForCleaning } from './buildStorage.js';
 import { z } from 'zod';
+import { pidsWhere, statFields } from '../../shared/hostProcesses.js';
 
 const SETPRIV = '/usr/bin/setpriv';
 /**
@@ -50,18 +51,8 @@ export function buildCgroupParent(): string {
 
 /** Pids of every process in a cgroup under `parent` (any hierarchy). */
 function processesUnder(parent: string): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    const pid = Number(entry);
-    if (!Number.isInteger(pid)) continue;
-    try {
-      // runc puts a container at the parent itself or in a child of it.
-      if (readFileSync(`/proc/${pid}/cgroup`, 'utf8').split('\n').some((line) => line.endsWith(parent) || line.includes(`${parent}/`))) pids.push(pid);
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return pids;
+  // runc puts a container at the parent itself or in a child of it.
+  return pidsWhere((pid) => readFileSync(`/proc/${pid}/cgroup`, 'utf8').split('\n').some((line) => line.endsWith(parent) || line.includes(`${parent}/`)));
 }
 
 /** Removes the (empty) cgroup directories named `parent` in every hierarchy, children first. */
@@ -135,19 +126,10 @@ export function recordBuild(cacheDir: string, pgid: number, command: string, cgr
 
 /** Pids of every process whose process group is `pgid`. */
 export function groupMembers(pgid: number): number[] {
-  const members: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    const pid = Number(entry);
-    if (!Number.isInteger(pid)) continue;
-    try {
-      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      if (Number(fields[2]) === pgid && fields[0] !== 'Z') members.push(pid);
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return members;
+  return pidsWhere((pid) => {
+    const fields = statFields(pid);
+    return fields !== undefined && Number(fields[2]) === pgid && fields[0] !== 'Z';
+  });
 }
 
 /**

@@ -10,6 +10,7 @@ import type { BaseImage } from './baseImage.js';
 import { cleanStorage } from './buildStorage.js';
 import { runTool, type ImageTools } from './imageTools.js';
 import type { TaskImage } from './taskImage.js';
+import { pidsWhere } from '../../shared/hostProcesses.js';
 
 export interface CachedImage {
   image: TaskImage;
@@ -42,17 +43,14 @@ function graphRoot(tools: ImageTools): string {
 function overlayLowers(): Set<string> {
   const seen = new Set<string>();
   const lowers = new Set<string>();
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const ns = readlinkSync(`/proc/${entry}/ns/mnt`);
-      if (seen.has(ns)) continue;
-      seen.add(ns);
-      for (const m of readFileSync(`/proc/${entry}/mountinfo`, 'utf8').matchAll(/lowerdir=([^,\s]+)/g)) for (const l of (m[1] as string).split(':')) lowers.add(l);
-    } catch {
-      // gone meanwhile
-    }
-  }
+  // One process per mount namespace is read (pidsWhere skips the ones gone meanwhile).
+  pidsWhere((pid) => {
+    const ns = readlinkSync(`/proc/${pid}/ns/mnt`);
+    if (seen.has(ns)) return false;
+    seen.add(ns);
+    for (const m of readFileSync(`/proc/${pid}/mountinfo`, 'utf8').matchAll(/lowerdir=([^,\s]+)/g)) for (const l of (m[1] as string).split(':')) lowers.add(l);
+    return true;
+  });
   return lowers;
 }
 

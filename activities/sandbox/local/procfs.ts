@@ -3,18 +3,8 @@
  * tell a live sandbox from a recycled pid) and namespace membership (to find
  * every process of a sandbox, wherever it was started from).
  */
-import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
-
-/** The fields of /proc/<pid>/stat after the command name (field 3 on), or undefined if the pid is gone. */
-function statFields(pid: number): string[] | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // The command name (field 2) may contain spaces and parentheses: split after the last ')'.
-    return stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  } catch {
-    return undefined;
-  }
-}
+import { readFileSync, readlinkSync } from 'node:fs';
+import { pidsWhere, statFields } from '../../../shared/hostProcesses.js';
 
 /**
  * Field 22 of /proc/<pid>/stat: start time in clock ticks since boot; undefined
@@ -55,13 +45,7 @@ export function namespaceOf(pid: number, kind: 'pid' | 'mnt' | 'net'): string | 
 
 /** Host pids of every process whose namespace of `kind` is `namespace`. */
 export function processesInNamespace(kind: 'pid' | 'mnt' | 'net', namespace: string): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    const pid = Number(entry);
-    if (!Number.isInteger(pid)) continue;
-    if (namespaceOf(pid, kind) === namespace) pids.push(pid);
-  }
-  return pids;
+  return pidsWhere((pid) => namespaceOf(pid, kind) === namespace);
 }
 
 /** The pid a process has inside its own (innermost) pid namespace, from /proc/<pid>/status NSpid. */

@@ -6,7 +6,7 @@
  * concurrently; when it cannot finish it throws TeardownIncompleteError and
  * keeps the record, so a retry or the reaper completes it.
  */
-import { readdir, readFile, rm, stat } from 'node:fs/promises';
+import { readFile, rm, stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import { LocalSandboxHandleSchema, type LocalSandboxHandle, type SandboxHandle, type TeardownReport } from '../../../shared/sandbox.js';
 import { cgroupPids, killCgroupProcesses, removeCgroups } from './cgroups.js';
@@ -16,6 +16,7 @@ import { isSameProcess, namespaceOf, processesInNamespace } from './procfs.js';
 import { besidePrefix, removeScratch } from './besideSandbox.js';
 import { SANDBOX_ID } from './sandboxRegistry.js';
 import { detachUserNetwork } from './userNetwork.js';
+import { pidsWhereAsync } from '../../../shared/hostProcesses.js';
 
 export async function teardownSandbox(ctx: LocalSandboxContext, handleOrId: SandboxHandle | string): Promise<TeardownReport> {
   const id = typeof handleOrId === 'string' ? handleOrId : handleOrId.id;
@@ -115,16 +116,6 @@ async function waitUntilGone(handle: LocalSandboxHandle | null, launcherPid: num
 }
 
 async function processesMentioning(stateDir: string): Promise<number[]> {
-  const pids: number[] = [];
   const needle = Buffer.from(`${stateDir}/`);
-  for (const entry of await readdir('/proc')) {
-    const pid = Number(entry);
-    if (!Number.isInteger(pid) || pid === process.pid) continue;
-    try {
-      if ((await readFile(`/proc/${pid}/cmdline`)).includes(needle)) pids.push(pid);
-    } catch {
-      // gone meanwhile
-    }
-  }
-  return pids;
+  return pidsWhereAsync(async (pid) => pid !== process.pid && (await readFile(`/proc/${pid}/cmdline`)).includes(needle));
 }
