@@ -54,7 +54,9 @@ describe('admission by the real server load', { skip: skipWithoutModel, timeout:
       groupSize: 2,
       minValid: 1,
       limits: { maxTurns: 1 },
-      policy: { kind: 'openai', baseUrl: llama.baseUrl, model: TEST_MODEL_NAME, sampling: { max_tokens: 24, seed: 5 } },
+      // The longest wait is the test's to set: beside a loaded machine the blocker's 160 tokens took more than the
+      // default 60 s (a CI run beside two busy loops), and the call then went without room, as the gate is meant to.
+      policy: { kind: 'openai', baseUrl: llama.baseUrl, model: TEST_MODEL_NAME, sampling: { max_tokens: 24, seed: 5 }, admission: { maxWaitSec: 200 } },
     });
     const groups: GroupResult[] = [];
     const collected = (async () => {
