@@ -110,3 +110,8 @@ export interface VerifyOutput {
 export interface VerifyThenTeardownOutput extends VerifyOutput {
   teardown: { done: true; teardownMs: number } | { done: false; error: string };
 }
+
+// Engine types the workflows read: re-exported here so workflow code imports from this one module.
+export type { TurnTokenStatus } from './policies/tokens/turnIntegrity.js';
+export type { RestoredPrefix } from './resume/restoreTurns.js';
+export type { ReapReport } from './reaper/reapSandboxes.js';

@@ -5,7 +5,7 @@
  */
 import { proxyActivities, setWorkflowOptions, workflowInfo } from '@temporalio/workflow';
 import type { PipelineActivities } from '../activities/createActivities.js';
-import type { ReapReport } from '../activities/reaper/reapSandboxes.js';
+import type { ReapReport } from '../activities/contract.js';
 import { HEARTBEAT_TIMEOUT } from './heartbeatTimeout.js';
 
 export interface JanitorInput {

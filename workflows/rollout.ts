@@ -31,7 +31,7 @@ import { isAttemptFailureDetails, STALE_RESTART_FAILURE, type AttemptFailureDeta
 import { activity, localActivity, localActivityRunToEnd } from './attempt/callActivity.js';
 import { hostActivities } from './attempt/hostCalls.js';
 import type { ProvisionOutput } from '../activities/contract.js';
-import type { RestoredPrefix } from '../activities/resume/restoreTurns.js';
+import type { RestoredPrefix } from '../activities/contract.js';
 import { POLICY_RETRY } from './attempt/nonRetryable.js';
 
 /** Thrown instead of starting an attempt once an operator cancelled the rollout. */

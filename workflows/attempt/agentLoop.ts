@@ -9,8 +9,8 @@
  */
 import { log, patched } from '@temporalio/workflow';
 import type { ProvisionOutput, VerifyOutput } from '../../activities/contract.js';
-import type { TurnTokenStatus } from '../../activities/policies/tokens/turnIntegrity.js';
-import type { RestoredPrefix } from '../../activities/resume/restoreTurns.js';
+import type { TurnTokenStatus } from '../../activities/contract.js';
+import type { RestoredPrefix } from '../../activities/contract.js';
 import type { OutcomeClass, RolloutInput, StageTimings } from '../../shared/pipeline.js';
 import type { TokenIntegrity } from '../../shared/tokens.js';
 import { classifyFailure, type Classified } from '../classifyFailure.js';

@@ -6,7 +6,7 @@
 import type { ProvisionOutput } from '../../activities/contract.js';
 import type { RolloutInput, StageTimings } from '../../shared/pipeline.js';
 import type { TokenIntegrity } from '../../shared/tokens.js';
-import type { RestoredPrefix } from '../../activities/resume/restoreTurns.js';
+import type { RestoredPrefix } from '../../activities/contract.js';
 import type { AttemptOutcome } from './agentLoop.js';
 
 export interface AttemptInput {
