@@ -27,6 +27,12 @@ export interface GroupProgress {
   rewards: (number | null | undefined)[];
 }
 
+/** The progress a rollout (or its attempt workflow) shows: the query's answer, and the Web UI's current details once `show` is called. */
+export interface ProgressBoard {
+  readonly progress: RolloutProgress;
+  show(): void;
+}
+
 export const rolloutProgressQuery = defineQuery<RolloutProgress>('rolloutProgress');
 export const groupProgressQuery = defineQuery<GroupProgress>('groupProgress');
 

@@ -1,41 +1,29 @@
 /**
- * One rollout: one attempt at one task by the policy, retried on a fresh
- * sandbox when infrastructure fails. An attempt reads top to bottom:
+ * One rollout: one attempt at one task by the policy, retried on a fresh sandbox when
+ * infrastructure fails. Each attempt runs top to bottom in attempt/attemptLifecycle.ts (provision,
+ * restore, agent loop and verdict, teardown) and returns its report; this workflow decides from
+ * the report whether to finish, retry after a backoff, or restart at a newer policy version, and
+ * keeps what operators see: the progress query, the Web UI's details, the outcome's search
+ * attributes, the store's record.
  *
- *   provision sandbox           (main queue; the sandbox's host is returned)
- *   agent loop, in the workflow (each policy call and each tool call is its own activity)
- *   verify -> reward            (on the sandbox's host)
- *   teardown                    (on the sandbox's host, nonCancellable, in finally)
- *
- * With group.attemptOn 'host' the agent loop, verify and teardown run instead in an attempt
- * workflow on the sandbox's host (workflows/attempt/rolloutAttempt.ts), each call a local
- * activity there: about a quarter of the server round trips per rollout.
- *
- * Model failures (max turns, time budget, malformed calls, context overflow)
- * end the agent loop but are still verified and scored. Infra failures end
- * the attempt; a new one starts on a fresh sandbox until retries run out.
+ * Model failures (max turns, time budget, malformed calls, context overflow) end the agent loop
+ * but are still verified and scored. Infra failures end the attempt; a new one starts on a fresh
+ * sandbox until retries run out.
  */
-import { ApplicationFailure, CancellationScope, ChildWorkflowFailure, getExternalWorkflowHandle, isCancellation, log, metricMeter, patched, setCurrentDetails, setHandler, sleep, TimeoutFailure, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import { CancellationScope, deprecatePatch, getExternalWorkflowHandle, isCancellation, log, metricMeter, patched, setCurrentDetails, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
 import type { AttemptSummary, ExperimentRecord, OutcomeClass, RolloutInput, RolloutResult, StageTimings } from '../shared/pipeline.js';
-import { policyLabel } from '../shared/policyLabel.js';
+import type { TokenIntegrity } from '../shared/tokens.js';
 import { METRIC } from '../shared/metricNames.js';
 import { trajectoryRefOf } from '../shared/names.js';
 import { ROLLOUT_ATTEMPTS, ROLLOUT_OUTCOME, ROLLOUT_OUTCOME_CLASS, ROLLOUT_REWARD } from '../shared/searchAttributes.js';
-import { classifyFailure, hostUnreachable } from './classifyFailure.js';
+import { classifyFailure } from './classifyFailure.js';
 import { HEARTBEAT_TIMEOUT } from './heartbeatTimeout.js';
-import { cancelRolloutUpdate, policyVersionSignal, rolloutProgressQuery, type RolloutProgress } from './definitions.js';
-import { freshAttemptState, runAgentThenVerify, StaleRestart, staleRestartReason, type AttemptOutcome, type AttemptState } from './attempt/agentLoop.js';
-import { runAttemptOnHost } from './attempt/attemptOnHost.js';
+import { cancelRolloutUpdate, policyVersionSignal, rolloutProgressQuery, type ProgressBoard, type RolloutProgress } from './definitions.js';
+import { runAttempt, type LifecycleReport, type RestoreFrom, type RolloutSide } from './attempt/attemptLifecycle.js';
+import { noTokens } from './attempt/attemptReport.js';
 import { RolloutBranches } from './branches.js';
-import { isAttemptFailureDetails, STALE_RESTART_FAILURE, type AttemptFailureDetails, type AttemptResult, type AttemptTimings } from './attempt/attemptWorkflow.js';
 import { activity, localActivity, localActivityRunToEnd } from './attempt/callActivity.js';
-import { hostActivities } from './attempt/hostCalls.js';
-import type { ProvisionOutput } from '../activities/contract.js';
-import type { RestoredPrefix } from '../activities/contract.js';
 import { POLICY_RETRY } from './attempt/nonRetryable.js';
-
-/** Thrown instead of starting an attempt once an operator cancelled the rollout. */
-class CancelledByOperator extends Error {}
 
 /** Restarts for staleness per rollout; past this the rollout goes on and is tagged stale. */
 const MAX_STALE_RESTARTS = 5;
@@ -62,18 +50,15 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
         .catch((err: unknown) => log.warn('could not pass the policy version on to the attempt', { attempt: child, version, error: String(err) }));
     }
   });
-  const staleness = group.staleness ?? { onStale: 'keep' as const };
   let staleRestarts = 0;
-  /** The running (or last) attempt's turn versions, token integrity and whether its sandbox is torn down. */
-  let attemptState: AttemptState = freshAttemptState(0);
+  /** The last attempt's turn versions and token integrity (the result reports them). */
+  let last: { attemptVersions: number[]; tokenIntegrity: TokenIntegrity } = { attemptVersions: [], tokenIntegrity: noTokens(0) };
   /** The attempt workflow running on the sandbox's host (group.attemptOn 'host'), told of new policy versions. */
   let attemptChildId: string | null = null;
   /** failurePolicy.resume 'replay': the attempt whose finished turns the next attempt takes over (null: turn 0). */
   let resumeFrom: number | null = null;
   /** How the running attempt began (taken over turns, or a replay that diverged), for its summary. */
   let attemptResume: Pick<AttemptSummary, 'resumed' | 'divergence'> = {};
-  /** The running attempt got past provisioning (and restoring): it may have recorded turns. */
-  let reachedAgent = false;
   /** A branch (group.branchOf): the parent's turns its current attempt shares, and whether replaying them diverged once. */
   let sharedTurns = 0;
   let branchPrefixDiverged = false;
@@ -121,7 +106,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   // task and the workflow task that follows it. A worker that dies mid-call is noticed when the workflow
   // task times out; the next worker asks again, or returns the answer if it was recorded (policyStep).
   const policyStep =
-    group.policyCalls === 'local' && patched('policy-calls-as-local-activities')
+    group.policyCalls === 'local' && (deprecatePatch('policy-calls-as-local-activities'), true)
       ? localActivityRunToEnd('policyStep', { startToCloseTimeout: '5 minutes', localRetryThreshold: '10 seconds', retry: policyRetry })
       : activity('policyStep', {
           taskQueue: group.taskQueues.policy,
@@ -135,12 +120,14 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   // One store write needs no task of its own: a local activity of this worker (rollouts from before run the activity).
   const recordRollout: typeof recordRolloutTask = (summary, ...args) =>
     patched('record-rollout-as-local-activity') ? localActivity('recordRollout', { startToCloseTimeout: '1 minute', retry: recordRetry })(summary, ...args) : recordRolloutTask(summary, ...args);
-  const policyName = policyLabel(group.policy);
   /** Live details the Temporal UI shows while the rollout runs. */
-  const showProgress = (): void => {
-    const action = progress.lastAction ? ` · ${progress.lastAction}` : '';
-    const where = progress.attemptWorkflowId ? ` · on its host: ${progress.attemptWorkflowId}` : '';
-    setCurrentDetails(`**${progress.stage}** · attempt ${progress.attempt + 1} · turn ${progress.turn}${action}${where}`);
+  const board: ProgressBoard = {
+    progress,
+    show: () => {
+      const action = progress.lastAction ? ` · ${progress.lastAction}` : '';
+      const where = progress.attemptWorkflowId ? ` · on its host: ${progress.attemptWorkflowId}` : '';
+      setCurrentDetails(`**${progress.stage}** · attempt ${progress.attempt + 1} · turn ${progress.turn}${action}${where}`);
+    },
   };
 
   // Replay-safe metrics (not emitted while a history is replayed), served by the worker's Prometheus endpoint.
@@ -149,225 +136,117 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
   const attemptFailures = metricMeter.createCounter(METRIC.attemptFailures, undefined, 'Attempts ended by an infra failure');
 
   const timings: StageTimings = { queueMs: 0, provisionMs: 0, agentMs: 0, verifyMs: 0, teardownMs: 0 };
-  const startedAt = Date.now();
   let experiment: ExperimentRecord | null = null;
   let totalTurns = 0;
-  const addTimings = (t: AttemptTimings): void => {
-    timings.agentMs += t.agentMs;
-    timings.verifyMs += t.verifyMs;
-    timings.teardownMs += t.teardownMs;
+  const side: RolloutSide = {
+    input,
+    trajectoryRef,
+    startedAt: Date.now(),
+    board,
+    policyVersion: () => policyVersion,
+    provisionSandbox,
+    policyStep,
+    ...(tree ? { beforeTurn: (turn: number, attempt: number) => tree.beforeTurn(turn, attempt, policyVersion) } : {}),
+    onHostAttempt: (childId) => {
+      attemptChildId = childId;
+    },
   };
-
-  async function runAttempt(attempt: number): Promise<AttemptOutcome> {
-    progress.stage = 'provisioning';
-    progress.attempt = attempt;
-    progress.turn = 0;
-    delete progress.attemptWorkflowId;
-    attemptState = freshAttemptState(attempt);
-    showProgress();
-    const provision = async (fresh: boolean): Promise<ProvisionOutput> => {
-      const out = await provisionSandbox(`provision ${fresh ? 'fresh ' : ''}local sandbox (attempt ${attempt + 1})`, { group, workflowId: info.workflowId, runId: info.runId, index, attempt, trajectoryRef });
-      timings.provisionMs += out.provisionMs;
-      // Queue: from the rollout's start until a worker had its first sandbox, less the provisioning itself.
-      if (attempt === 0 && !fresh) timings.queueMs = Math.max(0, Date.now() - startedAt - out.provisionMs);
-      // The build that runs this workflow (Worker Versioning pins it to the one it started on); replay-safe.
-      const version = workflowInfo().currentDeploymentVersion;
-      // An unversioned worker reports no deployment (its SDK-made build id has an empty deployment name): null.
-      experiment = { ...out.experiment, workerBuild: version?.deploymentName ? { deploymentName: version.deploymentName, buildId: version.buildId } : null };
-      return out;
-    };
-    let p = await provision(attempt !== 0);
-    let host = hostActivities(p, group.limits.commandTimeoutSec);
-    let hostGone = false;
-    const state = attemptState;
-    const mayRestartStale = staleRestarts < MAX_STALE_RESTARTS;
-
-    try {
-      // ---- resume (failurePolicy.resume 'replay'): the earlier attempt's finished turns, replayed into this sandbox ----
-      // A branch's attempts start from its parent's turns, unless one of its own attempts is resumed.
-      let resumed: RestoredPrefix | undefined;
-      const ownTurns = resumeFrom !== null && group.failurePolicy.resume === 'replay' ? resumeFrom : null;
-      const branchOf = ownTurns === null && parentTurns && !branchPrefixDiverged ? parentTurns : undefined;
-      sharedTurns = ownTurns !== null ? sharedTurns : 0;
-      if (ownTurns !== null || branchOf) {
-        const from = ownTurns ?? branchOf?.attempt ?? 0;
-        progress.stage = 'restoring';
-        showProgress();
-        const what = branchOf ? `turns 0-${branchOf.atTurn - 1} of ${branchOf.rolloutWorkflowId}` : `the turns of attempt ${from + 1}`;
-        const restored = await host.restoreTurns(`restore ${what} by replay into sandbox ${p.handle.id}`, {
-          handle: p.handle,
-          trajectoryRef,
-          fromAttempt: from,
-          toAttempt: attempt,
-          workdir: p.workdir,
-          commandTimeoutSec: group.limits.commandTimeoutSec,
-          maxOutputBytes: group.limits.maxOutputBytes,
-          scripted: group.policy.kind === 'scripted',
-          ...(branchOf ? { branchOf: { rolloutWorkflowId: branchOf.rolloutWorkflowId, trajectoryRef: branchOf.trajectoryRef, turns: branchOf.atTurn } } : {}),
-        });
-        if (restored.status === 'restored') {
-          resumed = restored.prefix;
-          const x = restored.prefix;
-          attemptResume.resumed = { ...(x.fromRollout !== undefined ? { fromRollout: x.fromRollout } : {}), fromAttempt: x.fromAttempt, turns: x.turns, nextTurnAnswered: x.nextTurnAnswered, method: x.method, replayedCalls: x.replayedCalls, replayMs: x.replayMs, stateChecked: x.stateChecked, drift: x.drift };
-          if (branchOf) sharedTurns = x.turns;
-        } else if (restored.status === 'diverged') {
-          // Not the same environment: nothing is taken over, and a sandbox holding part of a replay is no
-          // start for turn 0. Later attempts do not try those turns again.
-          attemptResume.divergence = restored.divergence;
-          resumeFrom = null;
-          sharedTurns = 0;
-          if (branchOf) branchPrefixDiverged = true;
-          log.warn('the replay diverged: the attempt starts at turn 0 on a fresh sandbox', { rollout: index, attempt, divergence: restored.divergence });
-          await tearDown();
-          p = await provision(true);
-          host = hostActivities(p, group.limits.commandTimeoutSec);
-        }
-      }
-      // From here on the attempt may record turns: a later attempt can take them over.
-      reachedAgent = true;
-      // group.attemptOn 'host': the attempt runs as a workflow on the sandbox's host, its calls local there.
-      if (group.attemptOn === 'host' && patched('attempt-as-child-on-host-queue')) {
-        progress.stage = 'agent';
-        showProgress();
-        let done: AttemptResult;
-        try {
-          done = await runAttemptOnHost({ group, index, attempt, trajectoryRef, sandbox: p, policyVersion, mayRestartStale, rolloutWorkflowId: info.workflowId, ...(resumed ? { resumed } : {}) }, (childId) => {
-            attemptChildId = childId;
-            progress.attemptWorkflowId = childId;
-            showProgress();
-          });
-        } catch (err) {
-          const details = err instanceof ChildWorkflowFailure && err.cause instanceof ApplicationFailure ? attemptFailureDetails(err.cause) : undefined;
-          if (details) {
-            Object.assign(state, { attemptVersions: details.attemptVersions, tokenIntegrity: details.tokenIntegrity });
-            addTimings(details.timings);
-            progress.turn = details.turns;
-            totalTurns += details.loopTurns;
-          }
-          // An attempt workflow that ran to its end (failed or cancelled) tore its sandbox down; one that timed out,
-          // never started or whose host is gone did not (the rollout schedules the teardown then).
-          state.tornDown = err instanceof ChildWorkflowFailure && !(err.cause instanceof TimeoutFailure);
-          if (err instanceof ChildWorkflowFailure && err.cause instanceof ApplicationFailure && err.cause.type === STALE_RESTART_FAILURE) throw new StaleRestart(err.cause.message);
-          throw err;
-        } finally {
-          attemptChildId = null;
-        }
-        Object.assign(state, { attemptVersions: done.attemptVersions, tokenIntegrity: done.tokenIntegrity, tornDown: true });
-        addTimings(done.timings);
-        totalTurns += done.outcome.turns;
-        progress.turn = done.outcome.turns;
-        progress.reward = done.outcome.reward;
-        return done.outcome;
-      }
-      return await runAgentThenVerify({
-        group,
-        index,
-        attempt,
-        trajectoryRef,
-        sandbox: p,
-        policyName,
-        policyStep,
-        host,
-        policyVersion: () => policyVersion,
-        staleRestartReason: (oldest) => staleRestartReason(staleness, policyVersion, oldest, mayRestartStale),
-        progress,
-        showProgress,
-        timings,
-        onTurnsDone: (turns) => {
-          totalTurns += turns;
-        },
-        state,
-        ...(resumed ? { resumed } : {}),
-        ...(tree ? { beforeTurn: (turn: number) => tree.beforeTurn(turn, attempt, policyVersion) } : {}),
-      });
-    } catch (err) {
-      hostGone = hostUnreachable(err);
-      throw err;
-    } finally {
-      // ---- teardown: always, even when the rollout is cancelled (unless it followed the verdict) ----
-      if (!state.tornDown) await tearDown();
+  /** Adds what an attempt did to the rollout's totals, and keeps its restore's news for the next attempt. */
+  const account = (r: LifecycleReport): void => {
+    timings.provisionMs += r.provisionMs;
+    if (r.queueMs !== undefined) timings.queueMs = r.queueMs;
+    timings.agentMs += r.timings.agentMs;
+    timings.verifyMs += r.timings.verifyMs;
+    timings.teardownMs += r.timings.teardownMs;
+    if (r.experiment) experiment = r.experiment;
+    totalTurns += r.loopTurns;
+    progress.turn = r.turns;
+    last = { attemptVersions: r.attemptVersions, tokenIntegrity: r.tokenIntegrity };
+    const restore = r.restore;
+    if (!restore) return;
+    if (restore.resumed) attemptResume.resumed = restore.resumed;
+    if (restore.resumed && restore.asBranch) sharedTurns = restore.turns ?? 0;
+    if (restore.divergence) {
+      // Later attempts do not try those turns again.
+      attemptResume.divergence = restore.divergence;
+      resumeFrom = null;
+      sharedTurns = 0;
+      if (restore.asBranch) branchPrefixDiverged = true;
     }
-
-    async function tearDown(): Promise<void> {
-      progress.stage = 'tearing-down';
-      const teardown = CancellationScope.nonCancellable(async () => {
-        try {
-          timings.teardownMs += (await host.teardown(`teardown sandbox ${p.handle.id}`, { handle: p.handle, trajectoryRef, attempt })).teardownMs;
-        } catch (err) {
-          // The host is gone or teardown kept failing: the reaper removes the sandbox from its record.
-          log.warn('teardown failed; the reaper will remove the sandbox', { sandbox: p.handle.id, error: String(err) });
-        }
-      });
-      // A host nobody polls would leave the teardown waiting out the same schedule-to-start minute before
-      // the next attempt could start. It is still scheduled (a host back in time runs it; else its reaper
-      // does the work when it returns), but the next attempt on another host does not wait for it.
-      if (hostGone && patched('next-attempt-does-not-wait-for-an-unreachable-host')) {
-        log.warn('the sandbox host is unreachable; the next attempt starts without waiting for its teardown', { sandbox: p.handle.id, hostQueue: p.hostQueue });
-      } else {
-        await teardown;
-      }
-    }
-  }
+  };
+  /** Where the next attempt's turns start: its own earlier attempt's (resume 'replay'), else a branch's parent's, else turn 0. */
+  const restoreFrom = (): RestoreFrom => {
+    if (resumeFrom !== null && group.failurePolicy.resume === 'replay') return { kind: 'attempt', attempt: resumeFrom };
+    sharedTurns = 0;
+    return parentTurns && !branchPrefixDiverged ? { kind: 'branch', branchOf: parentTurns } : null;
+  };
 
   const maxAttempts = 1 + group.failurePolicy.infra.retries;
   let result: RolloutResult;
   for (let attempt = 0; ; attempt++) {
     attemptResume = {};
-    reachedAgent = false;
-    try {
-      if (cancelReason !== null) throw new CancelledByOperator();
-      const scope = new CancellationScope();
-      attemptScope = scope;
-      const outcome = await scope.run(() => runAttempt(attempt));
+    if (cancelReason !== null) {
+      summarize({ attempt, outcomeClass: 'cancelled', outcomeType: 'operator', message: cancelReason, reward: null, turns: progress.turn });
+      result = finish(null, false, 'cancelled', 'operator', attempt + 1);
+      break;
+    }
+    const scope = new CancellationScope();
+    attemptScope = scope;
+    const plan = { attempt, restoreFrom: restoreFrom(), mayRestartStale: staleRestarts < MAX_STALE_RESTARTS };
+    const report = await scope.run(() => runAttempt(side, plan));
+    account(report);
+    const { end } = report;
+    if (end.kind === 'verified') {
+      const outcome = end.outcome;
       summarize({ attempt, outcomeClass: outcome.outcomeClass, outcomeType: outcome.outcomeType, message: outcome.message, reward: outcome.reward, turns: outcome.turns, ...(outcome.evidence ? { evidence: outcome.evidence } : {}) });
       const valid = outcome.outcomeClass === 'ok' || group.failurePolicy.model === 'score';
       result = finish(outcome.reward, valid, outcome.outcomeClass, outcome.outcomeType, attempt + 1);
       break;
-    } catch (err) {
-      if (cancelReason !== null && (isCancellation(err) || err instanceof CancelledByOperator)) {
-        summarize({ attempt, outcomeClass: 'cancelled', outcomeType: 'operator', message: cancelReason, reward: null, turns: progress.turn });
-        result = finish(null, false, 'cancelled', 'operator', attempt + 1);
-        break;
-      }
-      if (isCancellation(err)) throw err;
-      if (err instanceof StaleRestart) {
-        staleRestarts++;
-        // Restarted to sample at the newer version: nothing of this attempt is taken over.
-        resumeFrom = null;
-        summarize({ attempt, outcomeClass: 'cancelled', outcomeType: 'stale_restart', message: err.message, reward: null, turns: progress.turn });
-        log.info('attempt restarted at a newer policy version', { rollout: index, attempt, message: err.message });
-        continue;
-      }
-      const c = classifyFailure(err);
-      // Failure attribution (activities/attribution/) laid the end on the agent: it made verification
-      // impossible. Scored as a failed attempt, never retried, never masked unless the policy masks model.
-      if (c.failureClass === 'model' && patched('attributed-model-failures')) {
-        const reward = group.failurePolicy.failedAttemptReward ?? 0;
-        summarize({ attempt, outcomeClass: 'model', outcomeType: c.type, message: c.message, reward, turns: progress.turn, ...(c.evidence ? { evidence: c.evidence } : {}) });
-        log.warn('attempt failed: attributed to the agent', { rollout: index, attempt, type: c.type, message: c.message, evidence: c.evidence });
-        progress.reward = reward;
-        result = finish(reward, group.failurePolicy.model === 'score', 'model', c.type, attempt + 1, c.evidence);
-        break;
-      }
-      summarize({ attempt, outcomeClass: c.failureClass, outcomeType: c.type, message: c.message, reward: null, turns: progress.turn, ...(c.evidence ? { evidence: c.evidence } : {}) });
-      log.warn('attempt failed', { rollout: index, attempt, failureClass: c.failureClass, type: c.type, message: c.message });
-      if (c.failureClass === 'infra') attemptFailures.add(1, { outcome_type: c.type });
-      if (c.failureClass === 'infra' && attempt - staleRestarts + 1 < maxAttempts) {
-        // The next attempt goes on where this one stopped (an attempt that recorded nothing leaves the source as it was).
-        if (group.failurePolicy.resume === 'replay' && reachedAgent) resumeFrom = attempt;
-        progress.stage = 'backoff';
-        const backoff = new CancellationScope();
-        attemptScope = backoff;
-        // A cancel during the backoff ends the wait; the next turn of the loop sees cancelReason.
-        await backoff.run(() => sleep(group.failurePolicy.infra.backoffSec * 1000 * 2 ** (attempt - staleRestarts))).catch((e: unknown) => {
-          if (!(cancelReason !== null && isCancellation(e))) throw e;
-        });
-        continue;
-      }
-      if (c.failureClass === 'infra' && group.failurePolicy.infra.onExhausted === 'score') result = finish(0, true, c.failureClass, c.type, attempt + 1, c.evidence);
-      else result = finish(null, false, c.failureClass, c.type, attempt + 1, c.evidence);
+    }
+    if (end.kind === 'stale') {
+      staleRestarts++;
+      // Restarted to sample at the newer version: nothing of this attempt is taken over.
+      resumeFrom = null;
+      summarize({ attempt, outcomeClass: 'cancelled', outcomeType: 'stale_restart', message: end.reason, reward: null, turns: progress.turn });
+      log.info('attempt restarted at a newer policy version', { rollout: index, attempt, message: end.reason });
+      continue;
+    }
+    const err = end.error;
+    if (cancelReason !== null && isCancellation(err)) {
+      summarize({ attempt, outcomeClass: 'cancelled', outcomeType: 'operator', message: cancelReason, reward: null, turns: progress.turn });
+      result = finish(null, false, 'cancelled', 'operator', attempt + 1);
       break;
     }
+    if (isCancellation(err)) throw err;
+    const c = classifyFailure(err);
+    // Failure attribution (activities/attribution/) laid the end on the agent: it made verification
+    // impossible. Scored as a failed attempt, never retried, never masked unless the policy masks model.
+    if (c.failureClass === 'model' && (deprecatePatch('attributed-model-failures'), true)) {
+      const reward = group.failurePolicy.failedAttemptReward ?? 0;
+      summarize({ attempt, outcomeClass: 'model', outcomeType: c.type, message: c.message, reward, turns: progress.turn, ...(c.evidence ? { evidence: c.evidence } : {}) });
+      log.warn('attempt failed: attributed to the agent', { rollout: index, attempt, type: c.type, message: c.message, evidence: c.evidence });
+      progress.reward = reward;
+      result = finish(reward, group.failurePolicy.model === 'score', 'model', c.type, attempt + 1, c.evidence);
+      break;
+    }
+    summarize({ attempt, outcomeClass: c.failureClass, outcomeType: c.type, message: c.message, reward: null, turns: progress.turn, ...(c.evidence ? { evidence: c.evidence } : {}) });
+    log.warn('attempt failed', { rollout: index, attempt, failureClass: c.failureClass, type: c.type, message: c.message });
+    if (c.failureClass === 'infra') attemptFailures.add(1, { outcome_type: c.type });
+    if (c.failureClass === 'infra' && attempt - staleRestarts + 1 < maxAttempts) {
+      // The next attempt goes on where this one stopped (an attempt that recorded nothing leaves the source as it was).
+      if (group.failurePolicy.resume === 'replay' && report.reachedAgent) resumeFrom = attempt;
+      progress.stage = 'backoff';
+      const backoff = new CancellationScope();
+      attemptScope = backoff;
+      // A cancel during the backoff ends the wait; the next turn of the loop sees cancelReason.
+      await backoff.run(() => sleep(group.failurePolicy.infra.backoffSec * 1000 * 2 ** (attempt - staleRestarts))).catch((e: unknown) => {
+        if (!(cancelReason !== null && isCancellation(e))) throw e;
+      });
+      continue;
+    }
+    if (c.failureClass === 'infra' && group.failurePolicy.infra.onExhausted === 'score') result = finish(0, true, c.failureClass, c.type, attempt + 1, c.evidence);
+    else result = finish(null, false, c.failureClass, c.type, attempt + 1, c.evidence);
+    break;
   }
   // group.branching: the branches this rollout started go on beside it; it returns once they all have.
   const branches = tree ? await tree.results() : [];
@@ -410,16 +289,10 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
       timings,
       trajectoryRef,
       experiment,
-      tokenIntegrity: attemptState.tokenIntegrity,
-      policyVersions: attemptState.attemptVersions,
+      tokenIntegrity: last.tokenIntegrity,
+      policyVersions: last.attemptVersions,
       ...(staleRestarts > 0 ? { staleRestarts } : {}),
       ...(parentTurns ? { branch: { parentRolloutId: parentTurns.rolloutWorkflowId, atTurn: parentTurns.atTurn, sharedTurns } } : {}),
     };
   }
-}
-
-/** What a failed attempt workflow had done (details[0] of its failure), if it says. */
-function attemptFailureDetails(failure: ApplicationFailure): AttemptFailureDetails | undefined {
-  const first: unknown = failure.details?.[0];
-  return isAttemptFailureDetails(first) ? first : undefined;
 }

@@ -2,45 +2,33 @@
  * The body of one attempt on a provisioned sandbox: the agent loop (the policy proposes tool calls,
  * the sandbox runs them) and then the verdict, whatever ended the loop. The rollout workflow runs it
  * itself, or an attempt workflow on the sandbox's host runs it (group.attemptOn 'host'); only the
- * calls differ (tasks on queues, or local activities of the host's worker).
+ * calls differ (tasks on queues, or local activities of the host's worker). It returns what happened
+ * (attemptReport.ts); the teardown is its caller's (attempt/sandboxTeardown.ts).
  *
  * Model failures (max turns, time budget, malformed calls, context overflow) end the loop but are
- * still verified and scored; infra failures are thrown.
+ * still verified and scored; an infra failure ends the attempt, reported as `failed`.
  */
 import { log, patched } from '@temporalio/workflow';
-import type { ProvisionOutput, VerifyOutput } from '../../activities/contract.js';
-import type { TurnTokenStatus } from '../../activities/contract.js';
-import type { RestoredPrefix } from '../../activities/contract.js';
-import type { OutcomeClass, RolloutInput, StageTimings } from '../../shared/pipeline.js';
-import type { TokenIntegrity } from '../../shared/tokens.js';
+import type { ProvisionOutput, RestoredPrefix, VerifyOutput } from '../../activities/contract.js';
+import type { RolloutInput } from '../../shared/pipeline.js';
+import { policyLabel } from '../../shared/policyLabel.js';
 import { classifyFailure, type Classified } from '../classifyFailure.js';
-import type { RolloutProgress } from '../definitions.js';
+import type { ProgressBoard } from '../definitions.js';
 import { toolCallsSummary } from '../toolCallsSummary.js';
+import { noTokens, withTurnTokens, type AttemptOutcome, type AttemptReport } from './attemptReport.js';
 import type { SummarizedCall } from './callActivity.js';
 import type { HostCalls } from './hostCalls.js';
 
 const MALFORMED_TURNS_ALLOWED = 3;
 
 /** Ends an attempt whose turns fell too far behind the policy version (staleness.onStale restart). */
-export class StaleRestart extends Error {}
+class StaleRestart extends Error {}
 
-export interface AttemptOutcome {
-  reward: number;
-  outcomeClass: Extract<OutcomeClass, 'ok' | 'model'>;
-  outcomeType: string;
-  message: string;
-  turns: number;
-  /** What showed why the loop ended, when something did (a harness's stderr tail). */
-  evidence?: string[];
-}
-
-/** What the loop leaves behind, also when it throws: read by whoever reports the attempt. */
-export interface AttemptState {
-  /** The policy version of every turn so far, in order. */
-  attemptVersions: number[];
-  tokenIntegrity: TokenIntegrity;
-  /** The teardown followed the verdict in one call: nothing left to tear down. */
-  tornDown: boolean;
+/** The policy version the next turn runs under (a signal may raise it between turns), and whether the attempt must restart at it. */
+export interface PolicyVersions {
+  current(): number;
+  /** Why the attempt must restart at the current version, given its oldest turn's version; null to go on. */
+  staleRestartReason(oldestVersion: number): string | null;
 }
 
 export interface AgentLoopInput {
@@ -49,20 +37,10 @@ export interface AgentLoopInput {
   attempt: number;
   trajectoryRef: string;
   sandbox: ProvisionOutput;
-  policyName: string;
   policyStep: SummarizedCall<'policyStep'>;
   host: HostCalls;
-  /** The policy version the next turn runs under (a signal may raise it between turns). */
-  policyVersion: () => number;
-  /** Why the attempt must restart at the current version, given its oldest turn's version; null to go on. */
-  staleRestartReason: (oldestVersion: number) => string | null;
-  progress: RolloutProgress;
-  showProgress: () => void;
-  /** Added to as the attempt goes (agentMs, verifyMs, teardownMs). */
-  timings: StageTimings;
-  /** Told the attempt's number of turns once its loop ended. */
-  onTurnsDone: (turns: number) => void;
-  state: AttemptState;
+  versions: PolicyVersions;
+  board: ProgressBoard;
   /** Turns taken over from an earlier attempt (failurePolicy.resume 'replay'): the loop goes on after them. */
   resumed?: RestoredPrefix;
   /** Called before each turn's policy call (group.branching starts the rollout's branches there). */
@@ -78,22 +56,27 @@ export function staleRestartReason(staleness: NonNullable<RolloutInput['group'][
   return `policy version ${current} is ${current - oldest} ahead of this attempt's oldest turn (version ${oldest}), past maxStaleness ${staleness.maxStaleness}: restarted at version ${current}`;
 }
 
-export function freshAttemptState(attempt: number): AttemptState {
-  return { attemptVersions: [], tokenIntegrity: { status: 'missing', attempt, turns: 0, reason: 'the attempt has no policy turns' }, tornDown: false };
+/** The agent loop, then the verdict: what the attempt did, however it ended. */
+export async function runAgentThenVerify(a: AgentLoopInput): Promise<AttemptReport> {
+  const report: Omit<AttemptReport, 'end'> = { turns: 0, loopTurns: 0, timings: { agentMs: 0, verifyMs: 0, teardownMs: 0 }, attemptVersions: [], tokenIntegrity: noTokens(a.attempt), tornDown: false };
+  try {
+    const outcome = await loopThenVerify(a, report);
+    return { ...report, turns: a.board.progress.turn, end: { kind: 'verified', outcome } };
+  } catch (err) {
+    const end = err instanceof StaleRestart ? { kind: 'stale' as const, reason: err.message } : { kind: 'failed' as const, error: err };
+    return { ...report, turns: a.board.progress.turn, end };
+  }
 }
 
-/** The attempt's token integrity after one more turn whose tokens are `tokens`: the first problem stays the one reported. */
-export function withTurnTokens(soFar: TokenIntegrity, tokens: TurnTokenStatus, attempt: number, turn: number): TokenIntegrity {
-  if (soFar.turns > 0 && soFar.status !== 'ok') return { ...soFar, turns: turn + 1 };
-  if (tokens.status === 'ok') return { status: 'ok', attempt, turns: turn + 1 };
-  return { status: tokens.status, attempt, turns: turn + 1, turn, ...(tokens.position !== undefined ? { position: tokens.position } : {}), reason: tokens.reason ?? '' };
-}
-
-export async function runAgentThenVerify(a: AgentLoopInput): Promise<AttemptOutcome> {
-  const { group, index, attempt, trajectoryRef, sandbox: p, progress, state, host, timings, resumed } = a;
+/** Writes what the attempt did into `state` as it goes; throws StaleRestart, or what ended the attempt. */
+async function loopThenVerify(a: AgentLoopInput, state: Omit<AttemptReport, 'end'>): Promise<AttemptOutcome> {
+  const { group, index, attempt, trajectoryRef, sandbox: p, host, resumed } = a;
+  const { progress } = a.board;
+  const timings = state.timings;
+  const policyName = policyLabel(group.policy);
   // ---- agent loop: the policy proposes tool calls, the sandbox runs them ----
   progress.stage = 'agent';
-  a.showProgress();
+  a.board.show();
   const budgetMs = p.agentTimeoutSec * 1000;
   // Turns taken over count as they ran the first time: their versions, tokens and agent time.
   const agentStart = Date.now() - (resumed?.agentMs ?? 0);
@@ -115,9 +98,9 @@ export async function runAgentThenVerify(a: AgentLoopInput): Promise<AttemptOutc
   if (group.policy.kind === 'harness') {
     // A published harness is the agent: one activity on the sandbox's host runs it whole (activities/harness/).
     const remainingMs = Math.max(0, budgetMs - (Date.now() - agentStart));
-    const version = a.policyVersion();
+    const version = a.versions.current();
     progress.lastAction = `${group.policy.harness} drives the sandbox`;
-    a.showProgress();
+    a.board.show();
     const run = await host.harness(remainingMs)(`agent: ${group.policy.harness} on ${group.policy.inference.model}, sandbox ${p.handle.id}`, { handle: p.handle, group, index, attempt, trajectoryRef, workdir: p.workdir, remainingMs, policyVersion: version });
     run.tokens.forEach((tokens, t) => {
       state.tokenIntegrity = withTurnTokens(state.tokenIntegrity, tokens, attempt, t);
@@ -137,13 +120,13 @@ export async function runAgentThenVerify(a: AgentLoopInput): Promise<AttemptOutc
       break;
     }
     await a.beforeTurn?.(turn);
-    const oldest = state.attemptVersions.length > 0 ? Math.min(...state.attemptVersions) : a.policyVersion();
-    const stale = a.staleRestartReason(oldest);
+    const oldest = state.attemptVersions.length > 0 ? Math.min(...state.attemptVersions) : a.versions.current();
+    const stale = a.versions.staleRestartReason(oldest);
     if (stale !== null) throw new StaleRestart(stale);
-    const version = a.policyVersion();
+    const version = a.versions.current();
     let step;
     try {
-      step = await a.policyStep(`turn ${turn}: policy ${a.policyName}`, { policy: group.policy, task: group.task, trajectoryRef, rolloutIndex: index, attempt, turn, policyVersion: version });
+      step = await a.policyStep(`turn ${turn}: policy ${policyName}`, { policy: group.policy, task: group.task, trajectoryRef, rolloutIndex: index, attempt, turn, policyVersion: version });
     } catch (err) {
       const c = classifyFailure(err);
       if (c.failureClass === 'model') {
@@ -162,7 +145,7 @@ export async function runAgentThenVerify(a: AgentLoopInput): Promise<AttemptOutc
       const remainingMs = budgetMs - (Date.now() - agentStart);
       if (remainingMs > 0) {
         progress.lastAction = `turn ${turn}: ${runnable.map((c) => c.summary).join(' · ')}`;
-        a.showProgress();
+        a.board.show();
         // The Temporal UI shows every call of the turn: their summaries here, each call's result in the activity's result.
         await host.tools(runnable.length)(toolCallsSummary(turn, runnable.map((c) => c.summary)), {
           handle: p.handle,
@@ -183,7 +166,7 @@ export async function runAgentThenVerify(a: AgentLoopInput): Promise<AttemptOutc
         const remainingMs = budgetMs - (Date.now() - agentStart);
         if (remainingMs <= 0) break;
         progress.lastAction = `turn ${turn}: ${call.summary}`;
-        a.showProgress();
+        a.board.show();
         await host.tool(progress.lastAction, {
           handle: p.handle,
           trajectoryRef,
@@ -207,11 +190,11 @@ export async function runAgentThenVerify(a: AgentLoopInput): Promise<AttemptOutc
     }
   }
   timings.agentMs += Date.now() - agentStart;
-  a.onTurnsDone(turn);
+  state.loopTurns = turn;
 
   // ---- verify: the final state is scored, whatever ended the loop ----
   progress.stage = 'verifying';
-  a.showProgress();
+  a.board.show();
   const verifyInput = { handle: p.handle, group, index, attempt, trajectoryRef };
   // Rollouts started before the two were one activity replay with verify and teardown apart.
   let verified: VerifyOutput;

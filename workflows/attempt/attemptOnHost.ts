@@ -4,12 +4,14 @@
  * queue that heartbeats while the host lives (activities/watchHost.ts). The child's result is the
  * attempt's; when the watcher fails (its heartbeats stopped and no worker of the host took it up
  * again, or no worker picked it up at all) the host is gone: the child is asked to cancel and the
- * attempt fails with the watcher's failure, which the rollout classifies as a lost sandbox.
+ * attempt fails with the watcher's failure, which the rollout classifies as a lost sandbox. Either
+ * way it returns the attempt's report, as the rollout's own agent loop does.
  */
 import { ActivityCancellationType, CancellationScope, ChildWorkflowCancellationType, executeChild, isCancellation, ParentClosePolicy } from '@temporalio/workflow';
 import { hostWatchQueue } from '../../shared/names.js';
 import { HEARTBEAT_TIMEOUT } from '../heartbeatTimeout.js';
-import { attemptWorkflowId, type AttemptInput, type AttemptResult } from './attemptWorkflow.js';
+import type { AttemptReport } from './attemptReport.js';
+import { attemptWorkflowId, reportOfFailure, reportOfResult, type AttemptInput, type AttemptResult } from './attemptWorkflow.js';
 import { activity } from './callActivity.js';
 import type { rolloutAttempt } from './rolloutAttempt.js';
 
@@ -18,7 +20,18 @@ const ATTEMPT_MARGIN_SEC = 40 * 60;
 
 type Raced = { kind: 'done'; result: AttemptResult } | { kind: 'failed'; error: unknown } | { kind: 'watch-ended'; error?: unknown };
 
-export async function runAttemptOnHost(input: AttemptInput, onStarted: (childId: string) => void): Promise<AttemptResult> {
+/** Runs the attempt on its sandbox's host; `onRunning` is told the attempt workflow's id once started, and null once it ended. */
+export async function runAttemptOnHost(input: AttemptInput, onRunning: (childId: string | null) => void): Promise<AttemptReport> {
+  try {
+    return reportOfResult(await raceChildAndWatch(input, onRunning));
+  } catch (err) {
+    return reportOfFailure(err, input.attempt);
+  } finally {
+    onRunning(null);
+  }
+}
+
+async function raceChildAndWatch(input: AttemptInput, onStarted: (childId: string) => void): Promise<AttemptResult> {
   const p = input.sandbox;
   const childId = attemptWorkflowId(input.rolloutWorkflowId, input.attempt);
   const budgetSec = p.agentTimeoutSec + ATTEMPT_MARGIN_SEC;

@@ -9,18 +9,17 @@
  * host's next worker replays the history to the last recorded marker and calls again (a policy
  * step returns its recorded answer, a tool call its recorded result or the command still running).
  *
- * It fails only with ApplicationFailure (the rollout reads the class from its type, and what the
- * attempt did from its details): any other error would fail its workflow task and retry forever.
+ * It fails only with ApplicationFailure (attemptWorkflow.ts encodes the attempt's report into it, the
+ * rollout decodes it): any other error would fail its workflow task and retry forever.
  */
-import { ApplicationFailure, CancellationScope, isCancellation, log, setCurrentDetails, setHandler } from '@temporalio/workflow';
-import { policyLabel } from '../../shared/policyLabel.js';
-import { classifyFailure } from '../classifyFailure.js';
+import { isCancellation, setCurrentDetails, setHandler } from '@temporalio/workflow';
 import { policyVersionSignal, rolloutProgressQuery, type RolloutProgress } from '../definitions.js';
-import { freshAttemptState, runAgentThenVerify, StaleRestart, staleRestartReason, type AttemptOutcome } from './agentLoop.js';
-import { STALE_RESTART_FAILURE, type AttemptFailureDetails, type AttemptInput, type AttemptResult, type AttemptTimings } from './attemptWorkflow.js';
+import { runAgentThenVerify, staleRestartReason } from './agentLoop.js';
+import { attemptFailure, type AttemptInput, type AttemptResult } from './attemptWorkflow.js';
 import { localActivityRunToEnd } from './callActivity.js';
 import { hostLocalActivities } from './hostCalls.js';
 import { POLICY_RETRY } from './nonRetryable.js';
+import { tearDownSandbox } from './sandboxTeardown.js';
 
 export async function rolloutAttempt(input: AttemptInput): Promise<AttemptResult> {
   const { group, index, attempt, trajectoryRef, sandbox: p } = input;
@@ -31,58 +30,38 @@ export async function rolloutAttempt(input: AttemptInput): Promise<AttemptResult
     if (version > policyVersion) policyVersion = version;
   });
   const staleness = group.staleness ?? { onStale: 'keep' as const };
-  const policyName = policyLabel(group.policy);
-  const showProgress = (): void => {
-    const action = progress.lastAction ? ` · ${progress.lastAction}` : '';
-    setCurrentDetails(`**${progress.stage}** · rollout ${input.rolloutWorkflowId} · attempt ${attempt + 1} · turn ${progress.turn}${action}`);
+  const board = {
+    progress,
+    show: (): void => {
+      const action = progress.lastAction ? ` · ${progress.lastAction}` : '';
+      setCurrentDetails(`**${progress.stage}** · rollout ${input.rolloutWorkflowId} · attempt ${attempt + 1} · turn ${progress.turn}${action}`);
+    },
   };
   const host = hostLocalActivities(p, group.limits.commandTimeoutSec);
-  const state = freshAttemptState(attempt);
-  const timings = { queueMs: 0, provisionMs: 0, agentMs: 0, verifyMs: 0, teardownMs: 0 };
-  let turns = 0;
-  const attemptTimings = (): AttemptTimings => ({ agentMs: timings.agentMs, verifyMs: timings.verifyMs, teardownMs: timings.teardownMs });
 
-  let outcome: AttemptOutcome;
-  try {
-    outcome = await runAgentThenVerify({
-      group,
-      index,
-      attempt,
-      trajectoryRef,
-      sandbox: p,
-      policyName,
-      policyStep: localActivityRunToEnd('policyStep', { startToCloseTimeout: '5 minutes', localRetryThreshold: '10 seconds', retry: POLICY_RETRY }),
-      host,
-      policyVersion: () => policyVersion,
-      staleRestartReason: (oldest) => staleRestartReason(staleness, policyVersion, oldest, input.mayRestartStale),
-      progress,
-      showProgress,
-      timings,
-      onTurnsDone: (n) => {
-        turns = n;
-      },
-      state,
-      ...(input.resumed ? { resumed: input.resumed } : {}),
-    });
-  } catch (err) {
-    if (isCancellation(err)) throw err;
-    const details = (evidence?: string[]): AttemptFailureDetails => ({ ...(evidence ? { evidence } : {}), turns: Math.max(turns, progress.turn), loopTurns: turns, timings: attemptTimings(), attemptVersions: state.attemptVersions, tokenIntegrity: state.tokenIntegrity });
-    if (err instanceof StaleRestart) throw ApplicationFailure.create({ type: STALE_RESTART_FAILURE, message: err.message, nonRetryable: true, details: [details()] });
-    const c = classifyFailure(err);
-    throw ApplicationFailure.create({ type: `${c.failureClass}/${c.type}`, message: c.message, nonRetryable: true, details: [details(c.evidence)], ...(err instanceof Error ? { cause: err } : {}) });
-  } finally {
-    // ---- teardown: always, also when the rollout cancelled the attempt (unless it followed the verdict) ----
-    if (!state.tornDown) {
-      progress.stage = 'tearing-down';
-      await CancellationScope.nonCancellable(async () => {
-        try {
-          timings.teardownMs += (await host.teardown(`teardown sandbox ${p.handle.id}`, { handle: p.handle, trajectoryRef, attempt })).teardownMs;
-        } catch (err) {
-          log.warn('teardown failed; the reaper will remove the sandbox', { sandbox: p.handle.id, error: String(err) });
-        }
-      });
-    }
-    progress.stage = 'done';
+  const report = await runAgentThenVerify({
+    group,
+    index,
+    attempt,
+    trajectoryRef,
+    sandbox: p,
+    policyStep: localActivityRunToEnd('policyStep', { startToCloseTimeout: '5 minutes', localRetryThreshold: '10 seconds', retry: POLICY_RETRY }),
+    host,
+    versions: { current: () => policyVersion, staleRestartReason: (oldest) => staleRestartReason(staleness, policyVersion, oldest, input.mayRestartStale) },
+    board,
+    ...(input.resumed ? { resumed: input.resumed } : {}),
+  });
+  const { end } = report;
+  // What the rollout reads of an attempt that did not end verified, as it stood when it ended (before the teardown).
+  const failure = end.kind === 'verified' || (end.kind === 'failed' && isCancellation(end.error)) ? undefined : attemptFailure(report, end);
+  // ---- teardown: always, also when the rollout cancelled the attempt (unless it followed the verdict) ----
+  if (!report.tornDown) {
+    progress.stage = 'tearing-down';
+    report.timings.teardownMs += await tearDownSandbox(host, p, trajectoryRef, attempt);
   }
-  return { outcome, timings: attemptTimings(), attemptVersions: state.attemptVersions, tokenIntegrity: state.tokenIntegrity };
+  progress.stage = 'done';
+  if (end.kind === 'failed' && isCancellation(end.error)) throw end.error;
+  if (failure) throw failure;
+  if (end.kind !== 'verified') throw new Error('unreachable: an attempt that was not verified has its failure');
+  return { outcome: end.outcome, timings: { ...report.timings }, attemptVersions: report.attemptVersions, tokenIntegrity: report.tokenIntegrity };
 }
