@@ -64,7 +64,13 @@ export async function releaseDiskLayer(stateDir: string): Promise<string[]> {
   const devices = await attached();
   // A teardown running at the same time may detach one first: only a device still attached afterwards is an error.
   for (const device of devices) await tool('losetup', ['--detach', device]).catch(() => undefined);
-  const left = devices.length > 0 ? await attached() : [];
+  // A device whose filesystem a process of the sandbox still holds (one still exiting, under load) is only
+  // marked to detach when the last holder lets go: wait for that a little before calling it stuck.
+  let left = devices.length > 0 ? await attached() : [];
+  for (let waitMs = 50; left.length > 0 && waitMs <= 1600; waitMs *= 2) {
+    await new Promise((resolve) => setTimeout(resolve, waitMs));
+    left = await attached();
+  }
   if (left.length > 0) throw new ClassifiedError('infra', 'capability_missing', `the sandbox's writable layer ${image} is still attached to ${left.join(', ')} after losetup --detach. Fix: check what holds it (losetup --list) and detach it`);
   return devices;
 }
