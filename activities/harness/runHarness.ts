@@ -29,7 +29,8 @@ import type { TurnTokenStatus } from '../policies/tokens/turnIntegrity.js';
 import { attemptPrefix, type TrajectoryStore } from '../store/trajectoryStore.js';
 import { readBridgedCommand, runBridgedCommand } from './bridgedCommand.js';
 import { openaiError, startCaptureEndpoint, type EndpointReply } from './captureEndpoint.js';
-import { captureCall, chatCompletion, clientFailure, readHarnessRequest } from './capturedCall.js';
+import { captureCall, chatCompletion, readHarnessRequest } from './capturedCall.js';
+import { clientFailure } from '../policies/meteredPolicyCall.js';
 import { harnessOutcome, type HarnessEnd } from './harnessOutcome.js';
 import { installedHarness } from './harnessInstall.js';
 import { startHarnessProcess, type HarnessExitStatus } from './harnessProcess.js';
@@ -143,7 +144,7 @@ export async function runHarness(deps: HarnessDeps, input: HarnessRunInput): Pro
     }
     for (let tryNo = 1; ; tryNo++) {
       try {
-        const captured = await captureCall(request, { client: deps.client, task: deps.task, rolloutIndex: input.index, attempt, turn, sessionKey: trajectoryRef, policyVersion: input.policyVersion, previousTokens: state.previousTokens, signal: inFlight, metrics: deps.metrics, model: policyLabel(policy) });
+        const captured = await captureCall(request, { client: deps.client, task: deps.task, rolloutIndex: input.index, attempt, turn, sessionKey: trajectoryRef, policyVersion: input.policyVersion, previousTokens: state.previousTokens, signal: inFlight, metrics: deps.metrics, model: policyLabel(policy), log });
         let tokens = captured.tokens;
         if (tokens.status === 'broken') {
           // The harness rewrote its history (a summary, a dropped reply): a new segment starts here, by design.

@@ -3,8 +3,6 @@
  * the trajectory store before the workflow hears of it, so a retry returns the recorded answer
  * instead of asking the model again.
  */
-import { ApplicationFailure } from '@temporalio/common';
-import { ClassifiedError, failureName } from '../../shared/failures.js';
 import { policyLabel } from '../../shared/policyLabel.js';
 import { TOOL_SCHEMAS } from '../../shared/tools.js';
 import { loadConversation, policyName, type PolicyTurnRecord } from '../agent/conversation.js';
@@ -12,6 +10,7 @@ import { parseToolCall, summarizeToolCall } from '../agent/toolArguments.js';
 import { activityLog } from '../activityLog.js';
 import type { PolicyStepInput, PolicyStepOutput } from '../contract.js';
 import { withHeartbeats } from '../heartbeats.js';
+import { callPolicy } from '../policies/meteredPolicyCall.js';
 import { turnIntegrity, type TurnTokenStatus } from '../policies/tokens/turnIntegrity.js';
 import { turnTokensOf } from '../policies/tokens/turnTokensOf.js';
 import { loadSubmittedTask, type ActivityContext } from './activityContext.js';
@@ -50,55 +49,30 @@ async function policyStepWork(ctx: ActivityContext, input: PolicyStepInput, sign
     log.info({ model, policyVersion: recorded.policyVersion }, 'policy turn already recorded: its answer is returned, the model is not asked again');
     return stepOutput(recorded, again.status, true);
   }
-  const client = ctx.policyClient(input.policy);
-  // Admission by the inference server's load: the wait is recorded on the turn, never in the model's time.
-  const admitted = client.admit ? await client.admit(signal) : undefined;
-  if (admitted?.admission.forced) log.warn({ model, waitedMs: admitted.admission.waitedMs, heldBy: admitted.admission.heldBy }, 'policy call sent without room on the server after the longest admission wait');
-  if (admitted) {
-    metrics.policyAdmission(model, admitted.admission.waitedMs);
-    metrics.inferenceLoad(admitted.admission.server, admitted.admission.inFlight, admitted.admission.load);
-  }
-  const started = performance.now();
-  const callStartedAt = Date.now();
-  let response;
-  try {
-    response = await client.next({
-      messages,
-      tools: TOOL_SCHEMAS,
-      task,
-      rolloutIndex: input.rolloutIndex,
-      attempt: input.attempt,
-      turn: input.turn,
-      previousTokens: previousTokens && 'promptIds' in previousTokens ? previousTokens : null,
-      sessionKey: input.trajectoryRef,
-      policyVersion: input.policyVersion ?? 0,
-    });
-  } catch (err) {
-    const failure = failureLabel(err);
-    metrics.policyError(model, failure);
-    log.warn({ model, failure, error: err instanceof Error ? err.message : String(err) }, 'policy call failed');
-    throw err;
-  } finally {
-    if (admitted) metrics.inferenceLoad(admitted.admission.server, admitted.release(), null);
-  }
-  const latencyMs = performance.now() - started;
-  metrics.policyCall(model, latencyMs);
-  const integrity = turnIntegrity(response.turnTokens ?? (input.policy.kind === 'scripted' ? { reason: 'a scripted policy generates no tokens' } : undefined), previousTokens, input.turn === 0, response.promptProblem);
-  const clock = { stepStartedAt, callStartedAt, callEndedAt: callStartedAt + latencyMs };
-  const record: PolicyTurnRecord = { turn: input.turn, latencyMs, clock, ...response, policyVersion: input.policyVersion ?? 0, prefixCheck: integrity.prefixCheck, ...(admitted ? { admission: admitted.admission } : {}) };
+  const { record, integrity } = await callPolicy({
+    client: ctx.policyClient(input.policy),
+    messages,
+    tools: TOOL_SCHEMAS,
+    task,
+    rolloutIndex: input.rolloutIndex,
+    attempt: input.attempt,
+    turn: input.turn,
+    sessionKey: input.trajectoryRef,
+    policyVersion: input.policyVersion ?? 0,
+    previousTokens,
+    ...(input.policy.kind === 'scripted' ? { noTokensReason: 'a scripted policy generates no tokens' } : {}),
+    ...(signal ? { signal } : {}),
+    metrics,
+    model,
+    log,
+    stepStartedAt,
+  });
   if (integrity.status.status === 'broken') log.warn({ position: integrity.status.position, reason: integrity.status.reason }, 'token prefix break: this turn will not train');
   // Taken over (its heartbeat timed out, another worker is asking this turn again; or the rollout was
   // cancelled): this worker's answer is not the turn's, so it must not land in the trajectory.
   signal?.throwIfAborted();
   await deps.store.put(input.trajectoryRef, policyName(input.attempt, input.turn), record);
   const output = stepOutput(record, integrity.status, false);
-  log.debug({ model, latencyMs: Math.round(latencyMs), calls: output.calls.map((c) => c.summary) }, 'policy step');
+  log.debug({ model, latencyMs: Math.round(record.latencyMs), calls: output.calls.map((c) => c.summary) }, 'policy step');
   return output;
-}
-
-/** The failure name of an error for metrics: ours (`infra/policy_unavailable`) or the error's own name. */
-function failureLabel(err: unknown): string {
-  if (err instanceof ClassifiedError) return failureName(err);
-  if (err instanceof ApplicationFailure && err.type) return err.type;
-  return err instanceof Error ? err.name : 'unknown';
 }
