@@ -7,22 +7,15 @@
  */
 import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
-import type { LoadedTask } from '../../shared/task.js';
 import type { MissingTokens, TurnTokens } from '../../shared/tokens.js';
-import type { ChatMessage, ToolSchema } from '../../shared/tools.js';
 import type { PolicyTurnRecord } from '../agent/conversation.js';
 import type { PipelineMetrics } from '../pipelineMetrics.js';
-import type { PolicyClient, PolicyResponse } from './policyClient.js';
+import type { PolicyClient, PolicyRequest, PolicyResponse } from './policyClient.js';
 import { turnIntegrity } from './tokens/turnIntegrity.js';
 
-export interface PolicyCall {
+/** The request as the client takes it, with the previous turn's tokens as the rollout holds them. */
+export interface PolicyCall extends Omit<PolicyRequest, 'previousTokens' | 'sessionKey' | 'policyVersion'> {
   client: PolicyClient;
-  messages: ChatMessage[];
-  tools: readonly ToolSchema[];
-  task: LoadedTask;
-  rolloutIndex: number;
-  attempt: number;
-  turn: number;
   /** The rollout's trajectory: the client keeps one server session (its KV cache) per rollout. */
   sessionKey: string;
   policyVersion: number;
