@@ -19,7 +19,7 @@ function evidenceOf(failure: ApplicationFailure): { evidence?: string[] } {
 
 export function classifyFailure(err: unknown): Classified {
   // An attempt that ran as a workflow on its sandbox's host (group.attemptOn 'host') fails with the
-  // class and type of what ended it (workflows/attempt/rolloutAttempt.ts).
+  // class and type of what ended it (workflows/attempt/attemptOnHost.ts).
   if (err instanceof ChildWorkflowFailure) {
     if (err.cause instanceof ApplicationFailure || err.cause instanceof ActivityFailure) return classifyFailure(err.cause);
     if (err.cause instanceof TimeoutFailure) return { failureClass: 'infra', type: 'worker_lost', message: `attempt workflow ${err.execution.workflowId} ran out of time (its host may be gone)` };
