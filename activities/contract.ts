@@ -1,7 +1,7 @@
 /**
  * What the workflows and the activities agree on: each activity's input and output. Workflow code
  * imports these as types only (lint enforces it); the activities that take and return them are in
- * activities/steps/, one per file, composed by createActivities.ts.
+ * activities/steps/, one file per concern, composed by createActivities.ts.
  */
 import type { ExperimentRecord, ResolvedGroupInput, ResolvedPolicyConfig } from '../shared/pipeline.js';
 import type { EnforcedLimits, SandboxHandle } from '../shared/sandbox.js';

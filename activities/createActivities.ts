@@ -1,10 +1,12 @@
 /**
- * The pipeline's activities, composed from one file each (activities/steps/) around what a worker's
- * activities share (activities/steps/activityContext.ts: the sandbox provider, the trajectory store,
- * policy clients, steps in flight, the task cache). Tests inject real but small dependencies. Which
- * worker registers which activity is the worker's business (workers/pipelineWorkers.ts):
- * provisioning on the main queue, tool calls / verify / teardown on the sandbox host's own queue,
- * policy steps on the rate-limited policy queue. Their inputs and outputs are in contract.ts.
+ * The pipeline's activities, composed from their files in activities/steps/ (one per concern: the
+ * provision, the policy step, the calls on the sandbox's host, restore, the harness, the reaper)
+ * around what a worker's activities share (activities/steps/activityContext.ts: the sandbox
+ * provider, the trajectory store, policy clients, steps in flight, the task cache). Tests inject
+ * real but small dependencies. Which worker registers which activity is the worker's business
+ * (workers/pipelineWorkers.ts): provisioning on the main queue, tool calls / verify / teardown on
+ * the sandbox host's own queue, policy steps on the rate-limited policy queue. Their inputs and
+ * outputs are in contract.ts.
  */
 import type { TaskRef, TaskRequest } from '../shared/task.js';
 import type { TeardownReport } from '../shared/sandbox.js';
@@ -20,9 +22,7 @@ import { provisionSandbox } from './steps/provisionSandbox.js';
 import { reapPass } from './steps/reapPass.js';
 import { resolveTask } from './steps/resolveTask.js';
 import { restoreAttemptTurns } from './steps/restoreAttemptTurns.js';
-import { runTool, runTools } from './steps/toolSteps.js';
-import { teardownSandbox, verifyAttempt, verifyThenTeardown } from './steps/verifyAndTeardown.js';
-import { watchHost } from './watchHost.js';
+import { runTool, runTools, teardownSandbox, verifyAttempt, verifyThenTeardown, watchHost } from './steps/onSandboxHost.js';
 
 export type { ActivityDeps } from './steps/activityContext.js';
 
