@@ -91,10 +91,11 @@ export function parseDockerfile(text: string, file: string): ParsedDockerfile {
 }
 
 /**
- * The Dockerfile with each FROM image replaced by `replacements[i]` (same order as `froms`), and
- * `after[i]`, when given, as the instructions right after that FROM line.
+ * The Dockerfile with each FROM image replaced by `replacements[i]` (same order as `froms`), each
+ * `COPY --from` image by `copyReplacements[i]` (same order as `copyFroms`), and `after[i]`, when
+ * given, as the instructions right after that FROM line.
  */
-export function rewriteFroms(parsed: ParsedDockerfile, replacements: string[], copyReplacements: string[] = []): string {
+export function rewriteFroms(parsed: ParsedDockerfile, replacements: string[], copyReplacements: string[] = [], after: (string[] | undefined)[] = []): string {
   const out = [...parsed.instructions];
   parsed.copyFroms.forEach((copy, i) => {
     const to = copyReplacements[i];
@@ -102,7 +103,7 @@ export function rewriteFroms(parsed: ParsedDockerfile, replacements: string[], c
   });
   parsed.froms.forEach((from, i) => {
     const parts = ['FROM', ...(from.platform ? [from.platform] : []), replacements[i] as string, ...(from.stage ? ['AS', from.stage] : [])];
-    out[from.index] = parts.join(' ');
+    out[from.index] = [parts.join(' '), ...(after[i] ?? [])].join('\n');
   });
   return out.join('\n');
 }

@@ -30,6 +30,7 @@ import { checkRunMounts } from './runMounts.js';
 import { withBuildStorage } from './buildStorage.js';
 import { withFileLock } from './fileLock.js';
 import { imageExists, imageTools, runTool, runToolOk } from './imageTools.js';
+import { ensureHostTrustImage, HOST_TRUST_BUNDLE_PATH, hostTrustSteps, type HostTrust } from './hostTrust.js';
 import { ensureToolImage, type ToolImage } from './toolImages.js';
 import { readVerifierNeeds } from './verifierNeeds.js';
 import { beyondRegistries } from '../tasks/outsideWorld.js';
@@ -68,6 +69,8 @@ export interface TaskImage {
   bases: SubstitutedBase[];
   /** Tool images `COPY --from` names, made here from a package registry (toolImages.ts); absent in older records. */
   toolImages?: ToolImage[];
+  /** The host's CA bundle every stage got (hostTrust.ts); absent where the host has none, and in older records. */
+  hostTrust?: HostTrust;
   /** What was added so tests/test.sh runs offline, unmodified. */
   verifier: {
     aptPackages: string[];
@@ -194,7 +197,10 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
     const source = await ensureCpythonSourceImage(tools, release, env, log);
     pythons.push({ minor: release.minor, version: source.release.version, sourceImage: source.tag, prefix: verifierPythonPrefix(release.minor) });
   }
-  const rewritten = `${rewriteFroms(parsed, bases.map((b) => b.baseImage), toolTags)}\n${verifierStep(needs.aptPackages, needPython, pythons, parsed.finalUser)}`;
+  // Every stage on a base made here trusts what the host trusts, whatever tool it runs (hostTrust.ts).
+  const trust = await ensureHostTrustImage(tools, env, log);
+  const trustSteps = trust ? hostTrustSteps(trust) : undefined;
+  const rewritten = `${rewriteFroms(parsed, bases.map((b) => b.baseImage), toolTags, bases.map(() => trustSteps))}\n${verifierStep(needs.aptPackages, needPython, pythons, parsed.finalUser)}`;
   const contextHash = hashTree(task.environmentDir);
   const key = createHash('sha256')
     .update(JSON.stringify({ BUILDER_VERSION, rewritten, contextHash, bases: bases.map((b) => b.baseImageId), requirements: needs.requirements, uv: needs.usesUv ? tools.uvVersion : null, ...(toolImages.length > 0 ? { tools: toolImages.map((t) => t.imageId) } : {}) }))
@@ -292,6 +298,7 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
         env: imageEnv,
         bases,
         ...(toolImages.length > 0 ? { toolImages } : {}),
+        ...(trust ? { hostTrust: trust } : {}),
         verifier: {
           aptPackages: needs.aptPackages,
           requirements: needs.requirements,
@@ -328,5 +335,6 @@ export function imageIdentity(image: TaskImage): string {
   ].filter(Boolean);
   const notes = v.notes.length > 0 ? `; builder notes: ${v.notes.join('; ')}` : '';
   const toolImages = (image.toolImages ?? []).map((t) => `; COPY --from=${t.original} -> ${t.substitute} [${t.imageId.slice(0, 19)}]`).join('');
-  return `image:${image.imageId} built here; FROM ${bases}${toolImages}; verifier additions: ${added.join('; ') || 'none'}${notes}`;
+  const trust = image.hostTrust ? `; host trust: ${image.hostTrust.source} (${image.hostTrust.certificates} certificates, sha256 ${image.hostTrust.sha256.slice(0, 16)}) at ${HOST_TRUST_BUNDLE_PATH}` : '';
+  return `image:${image.imageId} built here; FROM ${bases}${toolImages}${trust}; verifier additions: ${added.join('; ') || 'none'}${notes}`;
 }
