@@ -32,8 +32,8 @@ import { withFileLock } from './fileLock.js';
 import { imageExists, imageTools, runTool, runToolOk } from './imageTools.js';
 import { ensureHostTrustImage, HOST_TRUST_BUNDLE_PATH, hostTrustSteps, type HostTrust } from './hostTrust.js';
 import { ensureToolImage, type ToolImage } from './toolImages.js';
+import { missingAptVersions, pinnedBeyondMirror } from './aptPins.js';
 import { readVerifierNeeds } from './verifierNeeds.js';
-import { beyondRegistries } from '../tasks/outsideWorld.js';
 import { ensureWheelhouse } from './wheelhouse.js';
 
 /** Bump when the way images are made changes, so old cache entries are not taken for new ones. */
@@ -113,14 +113,6 @@ function envRecord(list: string[] | null | undefined): Record<string, string> {
     if (eq > 0) out[entry.slice(0, eq)] = entry.slice(eq + 1);
   }
   return out;
-}
-
-/** apt-get's words for a pinned version the release does not have: [version, package]. */
-const MISSING_VERSION = /^E: Version '([^']+)' for '([^']+)' was not found/gm;
-
-/** `package=version` pins in the build log that apt could not find. */
-export function missingAptVersions(log: string): string[] {
-  return [...new Set([...log.matchAll(MISSING_VERSION)].map((m) => `${m[2]}=${m[1]}`))];
 }
 
 /** Where a Python that tests/test.sh asks uv for, and the image lacks, is built (on the verifier's PATH only). */
@@ -256,8 +248,7 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
           const why = build.timedOut ? timeoutReason(limits) : `failed (exit ${build.code})${capped.map((h) => `; ${h}`).join('')}`;
           // A version pinned from the original image's own archive (Ubuntu's), which the Debian stand-in does not have.
           const pins = build.timedOut ? [] : missingAptVersions(readFileSync(buildLog, 'utf8'));
-          const archive = recipes.find(({ recipe }) => recipe.originalArchive)?.recipe.originalArchive;
-          const pinned = pins.length > 0 && archive ? `\n${beyondRegistries(archive, `the Dockerfile pins ${pins.join(', ')}, versions of the original image's archive that the Debian stand-in does not have`)}` : '';
+          const pinned = pins.length > 0 ? `\n${pinnedBeyondMirror(pins, recipes.map(({ recipe }) => recipe))}` : '';
           throw new ClassifiedError('infra', 'provision_failed', `${task.dir}/environment/Dockerfile: the image build ${why}; full log: ${buildLog}${pinned}\n${build.tail}`);
         });
       });

@@ -20,7 +20,7 @@ import { ClassifiedError, failureName } from '../../shared/failures.js';
 import { sandboxSpecForTask } from './sandboxSpecForTask.js';
 import { mapConcurrently } from '../../shared/mapConcurrently.js';
 import { unreachableHosts, type OutsideWorldNeed } from './outsideWorld.js';
-import { missingAptVersions } from '../environment/taskImage.js';
+import { DEBIAN_SNAPSHOT_HOST, missingAptVersions } from '../environment/aptPins.js';
 
 export interface TaskCheckCase {
   name: string;
@@ -131,8 +131,9 @@ export async function checkTask(task: LoadedTask, provider: SandboxProvider, opt
 
   // TB2's test.sh curls astral.sh for uv's installer; an image built here has uv from PyPI instead.
   const provided = environment.verify.env?.UV_OFFLINE ? ['astral.sh'] : [];
-  // An apt-get of a version pinned from the original image's archive (Ubuntu's), which the Debian stand-in lacks.
-  const archive = environment.image?.bases.find((b) => b.originalArchive)?.originalArchive;
+  // An apt-get of a version pinned from the original image's archive (Ubuntu's), which the Debian stand-in lacks,
+  // or of one Debian's mirror no longer serves (an archive snapshot has it).
+  const archive = environment.image ? (environment.image.bases.find((b) => b.originalArchive)?.originalArchive ?? DEBIAN_SNAPSHOT_HOST) : undefined;
   const pinnedFromArchive = (output: string): string[] => (archive && missingAptVersions(output).length > 0 ? [archive] : []);
   const runs = await mapConcurrently(cases, jobs, async (c, i): Promise<CaseRun> => {
     const spec = sandboxSpecForTask(task, { workflowId: `task-check/${task.id}`, runId: '', attempt: i }, { purpose: 'task-check' }, false, environment.image);

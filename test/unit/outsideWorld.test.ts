@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { missingAptVersions } from '../../activities/environment/taskImage.js';
+import { missingAptVersions, pinnedBeyondMirror } from '../../activities/environment/aptPins.js';
 import { beyondRegistries, describeOutsideWorldNeed, unreachableHosts } from '../../activities/tasks/outsideWorld.js';
 
 test('hosts out of reach are read from curl, uv, requests, wget, apt and git; registries and what the image provides are not counted', () => {
@@ -38,4 +38,15 @@ test("a Dockerfile pinning versions of Ubuntu's archive: the pins are read from 
   assert.deepEqual(missingAptVersions(log), ['texlive-latex-base=2023.20240207-1']);
   const said = beyondRegistries('archive.ubuntu.com', 'the Dockerfile pins texlive-latex-base=2023.20240207-1, versions of the original image\'s archive that the Debian stand-in does not have');
   assert.deepEqual(unreachableHosts(`build failed\n${said}\n`), ['archive.ubuntu.com']);
+});
+
+test("a Dockerfile pinning Debian versions its mirror no longer serves: the need is an archive snapshot, named with the fixes; deb.debian.org stays a registry", () => {
+  const log = "E: Version '1.22.21' for 'dpkg-dev' was not found\n";
+  const said = pinnedBeyondMirror(missingAptVersions(log), [{ suite: 'bookworm' }]);
+  assert.match(said, /apt pins dpkg-dev=1\.22\.21, versions Debian bookworm's mirror no longer serves/);
+  assert.match(said, /Fix: point ROLLOUT_DEBIAN_MIRROR at an archive snapshot .*snapshot\.debian\.org\/archive\/debian\/.* or map this FROM with a ROLLOUT_BASE_MAP rule/);
+  assert.deepEqual(unreachableHosts(`build failed\n${said}\n`), ['snapshot.debian.org']);
+  assert.deepEqual(unreachableHosts("Could not resolve 'deb.debian.org'\nCould not resolve 'security.debian.org'"), [], "Debian's mirrors are registries here");
+  // Ubuntu's archive stays the need of an Ubuntu stand-in.
+  assert.match(pinnedBeyondMirror(['texlive-latex-base=2023.20240207-1'], [{ suite: 'trixie', originalArchive: 'archive.ubuntu.com' }]), /archive\.ubuntu\.com is beyond the package registries/);
 });

@@ -1,4 +1,6 @@
 /**
+ * What an unseen Dockerfile task needs, met by mechanism, not by its spelling.
+ *
  * Every tool in a task's image trusts what the host trusts, whatever way it was installed
  * (activities/environment/hostTrust.ts): uv copied from its tool image (its own bundled roots) and
  * Python's urllib reach PyPI over HTTPS in a build step and in the sandbox, through this host's
@@ -6,6 +8,9 @@
  * the same build with a bundle that lacks that CA fails with uv's UnknownIssuer: the bundle given
  * is what makes it pass. Needs scripts/ensure-image-tools.sh (ROLLOUT_IMAGE_TOOLS) and the network
  * to PyPI; skips with that message without the tools.
+ *
+ * A Dockerfile pinning a Debian version the mirror no longer serves: `rollout task check` says the
+ * task needs an archive snapshot (snapshot.debian.org, with the fixes) instead of only apt's error.
  */
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
@@ -20,6 +25,7 @@ import { imageTools } from '../../activities/environment/imageTools.js';
 import { ensureTaskImage, imageIdentity } from '../../activities/environment/taskImage.js';
 import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
 import { loadTask } from '../../activities/tasks/loadTask.js';
+import { checkTask } from '../../activities/tasks/checkTask.js';
 import { sandboxSpecForTask } from '../../activities/tasks/sandboxSpecForTask.js';
 import { ClassifiedError } from '../../shared/failures.js';
 
@@ -93,5 +99,13 @@ if (noTools) {
     const empty = join(scratch, 'empty.pem');
     writeFileSync(empty, 'not a certificate\n');
     await assert.rejects(ensureTaskImage(task, { env: { ...process.env, ROLLOUT_IMAGE_CA_BUNDLE: empty } }), /empty\.pem: holds no PEM certificate.*Fix: set ROLLOUT_IMAGE_CA_BUNDLE/);
+  });
+
+  test("a Dockerfile pinning a Debian version the mirror no longer serves: task check names the need (an archive snapshot) and the fixes, not a broken task", async () => {
+    const report = await checkTask(loadTask(join(root, 'test/fixtures/debian-pin-task')), provider, { log });
+    assert.equal(report.passed, false);
+    assert.deepEqual(report.needsInternet, { hosts: ['snapshot.debian.org'], stage: 'build' }, report.environmentError);
+    assert.match(report.environmentError ?? '', /apt pins dpkg-dev=1\.22\.21, versions Debian bookworm's mirror no longer serves/);
+    assert.match(report.environmentError ?? '', /Fix: point ROLLOUT_DEBIAN_MIRROR at an archive snapshot/);
   });
 }
