@@ -37,9 +37,11 @@ import { readVerifierNeeds } from './verifierNeeds.js';
 import { ensureWheelhouse } from './wheelhouse.js';
 
 /** Bump when the way images are made changes, so old cache entries are not taken for new ones. */
-const BUILDER_VERSION = 2;
+const BUILDER_VERSION = 3;
 /** Where the verifier's uv and wheels appear inside the sandbox (read-only). */
 export const VERIFIER_TOOLS_PATH = '/opt/rollout-verifier';
+/** The verifier's default package index: a path with no project under it (pip and uv then use the wheels only). */
+const VERIFIER_NO_INDEX = `file://${VERIFIER_TOOLS_PATH}/wheels/no-index`;
 
 export interface SubstitutedBase {
   /** The FROM line as the task wrote it. */
@@ -273,11 +275,15 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
       const imageEnv = envRecord(meta.Config?.Env);
       const verifierEnv: Record<string, string> = {
         PATH: `${[`${VERIFIER_TOOLS_PATH}/bin`, ...pythons.map((p) => `${p.prefix}/bin`)].join(':')}:${imageEnv.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'}`,
+        // The pinned wheels, and as the default index one that has no project: nothing else from PyPI, yet
+        // an index the tests name themselves (a service's, `--index-url http://localhost:8080/simple`) is
+        // asked, as it would be under Harbor (PIP_NO_INDEX and UV_OFFLINE refused every index).
         PIP_FIND_LINKS: `${VERIFIER_TOOLS_PATH}/wheels`,
-        PIP_NO_INDEX: '1',
+        PIP_INDEX_URL: VERIFIER_NO_INDEX,
         PIP_DISABLE_PIP_VERSION_CHECK: '1',
         UV_FIND_LINKS: `${VERIFIER_TOOLS_PATH}/wheels`,
-        UV_OFFLINE: '1',
+        // UV_INDEX_URL, not UV_DEFAULT_INDEX: uv 0.9 lets that one beat a command line's --index-url.
+        UV_INDEX_URL: VERIFIER_NO_INDEX,
         UV_PYTHON_DOWNLOADS: 'never',
       };
       const image: TaskImage = {

@@ -130,7 +130,7 @@ export async function checkTask(task: LoadedTask, provider: SandboxProvider, opt
   if (probeOffline) cases.push({ name: 'reference solution, tests offline', expected: 1, script: task.solutionScript, offline: true });
 
   // TB2's test.sh curls astral.sh for uv's installer; an image built here has uv from PyPI instead.
-  const provided = environment.verify.env?.UV_OFFLINE ? ['astral.sh'] : [];
+  const provided = environment.verify.env?.UV_FIND_LINKS ? ['astral.sh'] : [];
   // An apt-get of a version pinned from the original image's archive (Ubuntu's), which the Debian stand-in lacks,
   // or of one Debian's mirror no longer serves (an archive snapshot has it).
   const archive = environment.image ? (environment.image.bases.find((b) => b.originalArchive)?.originalArchive ?? DEBIAN_SNAPSHOT_HOST) : undefined;

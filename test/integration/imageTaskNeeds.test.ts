@@ -9,6 +9,10 @@
  * is what makes it pass. Needs scripts/ensure-image-tools.sh (ROLLOUT_IMAGE_TOOLS) and the network
  * to PyPI; skips with that message without the tools.
  *
+ * A service task whose tests install from the index the agent serves (`pip install --index-url
+ * http://localhost:8080/simple`, and uv's): the verifier's offline settings must keep PyPI out, not
+ * every index (PIP_NO_INDEX and UV_OFFLINE did, and the reference scored 0 in place).
+ *
  * A Dockerfile pinning a Debian version the mirror no longer serves: `rollout task check` says the
  * task needs an archive snapshot (snapshot.debian.org, with the fixes) instead of only apt's error.
  */
@@ -107,5 +111,18 @@ if (noTools) {
     assert.deepEqual(report.needsInternet, { hosts: ['snapshot.debian.org'], stage: 'build' }, report.environmentError);
     assert.match(report.environmentError ?? '', /apt pins dpkg-dev=1\.22\.21, versions Debian bookworm's mirror no longer serves/);
     assert.match(report.environmentError ?? '', /Fix: point ROLLOUT_DEBIAN_MIRROR at an archive snapshot/);
+  });
+
+  test("a service task's tests install from the index its solution serves on localhost, with pip and with uv: reference 1, untouched start 0, in place", async () => {
+    const report = await checkTask(loadTask(join(root, 'test/fixtures/local-index-task')), provider, { log });
+    assert.deepEqual(
+      report.cases.map((c) => [c.name, c.reward]),
+      [
+        ['untouched start', 0],
+        ['reference solution', 1],
+      ],
+      JSON.stringify(report.cases.map((c) => c.outputTail)),
+    );
+    assert.equal(report.verifyMode, 'in-place');
   });
 }
