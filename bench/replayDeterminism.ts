@@ -12,7 +12,7 @@ import { join, relative } from 'node:path';
 import { parseArgs } from 'node:util';
 import { executeToolCall } from '../activities/agent/executeTool.js';
 import { taskEnvironment } from '../activities/environment/taskEnvironment.js';
-import { listFiles } from '../activities/tasks/hashTree.js';
+import { listFiles } from '../shared/hashTree.js';
 import { loadTask } from '../activities/tasks/loadTask.js';
 import { sandboxSpecForTask } from '../activities/tasks/sandboxSpecForTask.js';
 import { differingAreas } from '../activities/resume/replayTurns.js';

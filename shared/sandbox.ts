@@ -264,7 +264,7 @@ export interface SandboxProvider {
   readTrusted?(handle: SandboxHandle, path: string, options?: ReadFileOptions): Promise<Uint8Array>;
   /**
    * What the agent replaced, removed or planted among the programs, libraries and startup hooks of the
-   * sandbox's image that an in-place verifier would load (activities/verifier/integrityRules.ts), one
+   * sandbox's image that an in-place verifier would load (shared/integrityRules.ts), one
    * line per finding; empty when nothing. Read without running anything in the sandbox. Optional: a
    * provider without it verifies in place unchecked (docs/verifier-integrity.md).
    */

@@ -18,7 +18,7 @@ import { appendFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync
 import { join } from 'node:path';
 import { ClassifiedError } from '../../shared/failures.js';
 import type { LoadedTask } from '../../shared/task.js';
-import { hashTree } from '../tasks/hashTree.js';
+import { hashTree } from '../../shared/hashTree.js';
 import { baseForImage, DEBIAN_SUITES } from './baseMap.js';
 import { cpythonRelease, ensureCpythonSourceImage, type CpythonRelease } from './cpythonSource.js';
 import { buildCgroupParent } from './buildProcesses.js';

@@ -8,7 +8,7 @@ import type { z } from 'zod';
 import type { ScriptedPolicySchema } from '../../shared/pipeline.js';
 import type { LoadedTask } from '../../shared/task.js';
 import type { AssistantMessage, ToolCall } from '../../shared/tools.js';
-import { listFiles } from '../tasks/hashTree.js';
+import { listFiles } from '../../shared/hashTree.js';
 import { adversarialStep } from './adversarialPolicy.js';
 import type { PolicyClient, PolicyRequest, PolicyResponse } from './policyClient.js';
 

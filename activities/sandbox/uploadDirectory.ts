@@ -5,7 +5,7 @@
 import { readFileSync, statSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import type { SandboxHandle, SandboxProvider } from '../../shared/sandbox.js';
-import { listFiles } from '../tasks/hashTree.js';
+import { listFiles } from '../../shared/hashTree.js';
 
 function shellQuote(s: string): string {
   return `'${s.replace(/'/g, `'\\''`)}'`;

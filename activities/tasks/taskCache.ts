@@ -16,7 +16,7 @@
  */
 import { resolve } from 'node:path';
 import type { LoadedTask } from '../../shared/task.js';
-import { treeFingerprint } from './hashTree.js';
+import { treeFingerprint } from '../../shared/hashTree.js';
 import { loadTask } from './loadTask.js';
 
 export interface TaskCacheOptions {

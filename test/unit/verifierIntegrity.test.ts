@@ -12,7 +12,7 @@ import { after, test } from 'node:test';
 import { processStartTime } from '../../activities/sandbox/local/procfs.js';
 import { readInSandboxRoot } from '../../activities/sandbox/local/rootedRead.js';
 import { OpenDir, TreeTooLargeError, walkTree } from '../../activities/sandbox/local/rootedTree.js';
-import { isConsoleScript, isProtectedImageFile, isStartupHook, pathDirOf } from '../../activities/verifier/integrityRules.js';
+import { isConsoleScript, isProtectedImageFile, isStartupHook, pathDirOf } from '../../shared/integrityRules.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'verifier-integrity-'));
 after(() => rmSync(scratch, { recursive: true, force: true }));

@@ -1,6 +1,6 @@
 /**
- * The evidence that an agent changed what an in-place verifier trusts (activities/verifier/
- * integrityRules.ts), read from the host: the overlay's upper layer holds exactly what the agent
+ * The evidence that an agent changed what an in-place verifier trusts (shared/integrityRules.ts),
+ * read from the host: the overlay's upper layer holds exactly what the agent
  * changed in the image (a replaced file is a copy there, a removed one a whiteout, and neither can be
  * undone from inside: removing a copy leaves a whiteout), so comparing it with the image's own files
  * tells what was replaced, removed or added, however and whenever it happened. The upper layer is
@@ -9,7 +9,7 @@
  */
 import { lstat, open, readdir } from 'node:fs/promises';
 import { join } from 'node:path';
-import { SHARED_LIBRARY, SYSTEM_DIRS, inPackageDir, isConsoleScript, isProtectedImageFile, isStartupHook, pathDirOf, PATH_DIRS } from '../../verifier/integrityRules.js';
+import { SHARED_LIBRARY, SYSTEM_DIRS, inPackageDir, isConsoleScript, isProtectedImageFile, isStartupHook, pathDirOf, PATH_DIRS } from '../../../shared/integrityRules.js';
 import type { LocalSandboxHandle } from '../../../shared/sandbox.js';
 import { sandboxError, type LocalSandboxContext } from './localSandboxContext.js';
 import { processStartTime } from './procfs.js';
