@@ -6,14 +6,15 @@
  *   activities/  the engine and its Temporal activities (sandboxes, policies, tasks, stores, images)
  *   workflows/   deterministic workflow code: shared/, and activities/ as types only (lint enforces
  *                the type-only part: eslint.config.js)
- *   workers/     worker processes and the servers they start (dev server, inference server)
+ *   workers/     worker processes
+ *   servers/     the servers the pipeline starts as processes (Temporal dev server, inference server)
  *   cluster/     the real Temporal cluster on PostgreSQL
  *   client/      the CLI and its commands
  *   bench/       benchmarks, on top of everything (and test/'s helpers)
  *
  * And no import circles anywhere, types included: a circle is two files that cannot be read apart.
  */
-const ROOMS = ['shared', 'activities', 'workflows', 'workers', 'cluster', 'client', 'bench'];
+const ROOMS = ['shared', 'activities', 'workflows', 'workers', 'servers', 'cluster', 'client', 'bench'];
 
 /** What each room may import besides itself. */
 const MAY_IMPORT = {
@@ -21,9 +22,10 @@ const MAY_IMPORT = {
   activities: ['shared'],
   workflows: ['shared', 'activities'],
   workers: ['shared', 'activities', 'workflows'],
-  cluster: ['shared', 'workers'],
-  client: ['shared', 'activities', 'workflows', 'workers', 'cluster'],
-  bench: ['shared', 'activities', 'workflows', 'workers', 'cluster', 'client', 'test'],
+  servers: ['shared'],
+  cluster: ['shared', 'servers', 'workers'],
+  client: ['shared', 'activities', 'workflows', 'workers', 'servers', 'cluster'],
+  bench: ['shared', 'activities', 'workflows', 'workers', 'servers', 'cluster', 'client', 'test'],
 };
 
 const layerRules = Object.entries(MAY_IMPORT).map(([room, allowed]) => ({

@@ -23,7 +23,7 @@ import type { GroupResult, RolloutResult } from '../shared/pipeline.js';
 import { hostTaskQueue } from '../shared/names.js';
 import { summarize, type Summary } from '../shared/stats.js';
 import { countLeaks, leaksUnder } from '../test/faults/faultKit.js';
-import { freePort, startDevServer } from '../workers/temporalDevServer.js';
+import { freePort, startDevServer } from '../servers/temporalDevServer.js';
 import { WORKER_ROLES } from '../workers/pipelineWorkers.js';
 import type { BenchWorkerConfig, BenchWorkerReport } from './benchWorker.js';
 import { historyBreakdown } from './historyBreakdown.js';

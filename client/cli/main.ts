@@ -62,7 +62,7 @@ async function main(argv: string[]): Promise<number> {
 async function isUsersToFix(err: unknown): Promise<boolean> {
   if (err instanceof UsageError) return true;
   const classes = await Promise.all([
-    import('../../workers/temporalBinary.js').then((m) => m.TemporalBinaryError),
+    import('../../servers/temporalBinary.js').then((m) => m.TemporalBinaryError),
     import('../../activities/store/openTrajectoryStore.js').then((m) => m.StoreSettingError),
     import('../../activities/sandbox/openSandboxProvider.js').then((m) => m.ProviderSettingError),
     import('../../workers/temporalConnection.js').then((m) => m.TemporalSettingError),

@@ -6,7 +6,7 @@
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { GroupResult } from '../../shared/pipeline.js';
-import { freePort, startDevServer, type RunningDevServer } from '../../workers/temporalDevServer.js';
+import { freePort, startDevServer, type RunningDevServer } from '../../servers/temporalDevServer.js';
 import { startLocalPipeline, type LocalPipeline } from '../../workers/startLocalPipeline.js';
 import { BatchInputError, resolveBatch, submitResolvedBatch, type SubmitBatchOptions } from '../submitBatch.js';
 import { summaryTable } from '../report/summaryTable.js';

@@ -27,7 +27,7 @@ import { hostTaskQueue, rolloutWorkflowId } from '../../shared/names.js';
 import type { GroupResult, RolloutResult } from '../../shared/pipeline.js';
 import { localHandle } from '../../shared/sandbox.js';
 import { rolloutProgressQuery } from '../../workflows/definitions.js';
-import { resolveTemporalBinary } from '../../workers/temporalBinary.js';
+import { resolveTemporalBinary } from '../../servers/temporalBinary.js';
 import { temporalSettings } from '../../workers/temporalConnection.js';
 import { eventually } from '../helpers/eventually.js';
 import { runRolloutCli } from '../helpers/rolloutCli.js';

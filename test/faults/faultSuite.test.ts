@@ -23,7 +23,7 @@ import { groupWorkflowId, rolloutWorkflowId } from '../../shared/names.js';
 import { localHandle } from '../../shared/sandbox.js';
 import type { GroupResult, PolicyConfig, RolloutResult } from '../../shared/pipeline.js';
 import { janitorScheduleId } from '../../workers/janitorSchedule.js';
-import { freePort, startDevServer } from '../../workers/temporalDevServer.js';
+import { freePort, startDevServer } from '../../servers/temporalDevServer.js';
 import { rolloutProgressQuery } from '../../workflows/definitions.js';
 import { eventually } from '../helpers/eventually.js';
 import { startScriptedOpenAIServer, type Script, type ScriptedOpenAIServer } from '../helpers/scriptedOpenAIServer.js';

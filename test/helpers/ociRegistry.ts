@@ -8,7 +8,7 @@ import { createWriteStream, mkdtempSync, readFileSync, rmSync, writeFileSync } f
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { imageTools } from '../../activities/environment/imageTools.js';
-import { freePort } from '../../workers/temporalDevServer.js';
+import { freePort } from '../../servers/temporalDevServer.js';
 
 export interface OciRegistry {
   /** host:port, for image references (`${address}/repo:tag`). */

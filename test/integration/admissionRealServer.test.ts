@@ -13,7 +13,7 @@ import type { PolicyTurnRecord } from '../../activities/agent/conversation.js';
 import { readInferenceLoad } from '../../activities/policies/admission/inferenceLoad.js';
 import { submitBatch } from '../../client/submitBatch.js';
 import type { GroupResult } from '../../shared/pipeline.js';
-import type { RunningLlamaServer } from '../../workers/inference/llamaServer.js';
+import type { RunningLlamaServer } from '../../servers/inference/llamaServer.js';
 import { eventually } from '../helpers/eventually.js';
 import { skipWithoutModel, startTestLlamaServer, TEST_MODEL_NAME } from '../helpers/llamaServer.js';
 import { startHarness, type Harness } from '../helpers/pipelineHarness.js';

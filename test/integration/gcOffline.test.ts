@@ -14,7 +14,7 @@ import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { createDiskLayer } from '../../activities/sandbox/local/diskLayer.js';
 import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
-import { freePort } from '../../workers/temporalDevServer.js';
+import { freePort } from '../../servers/temporalDevServer.js';
 import { countLeaks, leaksUnder } from '../faults/faultKit.js';
 import { eventually } from '../helpers/eventually.js';
 

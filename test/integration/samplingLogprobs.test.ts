@@ -20,7 +20,7 @@ import { loadTask } from '../../activities/tasks/loadTask.js';
 import { OpenAIPolicySchema } from '../../shared/pipeline.js';
 import type { TurnTokens } from '../../shared/tokens.js';
 import type { ChatMessage } from '../../shared/tools.js';
-import type { RunningLlamaServer } from '../../workers/inference/llamaServer.js';
+import type { RunningLlamaServer } from '../../servers/inference/llamaServer.js';
 import { skipWithoutModel, startTestLlamaServer, TEST_MODEL_NAME } from '../helpers/llamaServer.js';
 
 const examples = resolve(dirname(fileURLToPath(import.meta.url)), '../../examples/tasks');

@@ -1,6 +1,6 @@
 """llama.cpp's own HTTP server (PyPI xllamacpp) serving one GGUF model on 127.0.0.1.
 
-Started by workers/inference/llamaServer.ts; runs until SIGTERM or SIGINT. It prints one JSON
+Started by servers/inference/llamaServer.ts; runs until SIGTERM or SIGINT. It prints one JSON
 line on stdout once the server listens: {"event": "listening", "baseUrl": ..., "template": ...}.
 
 Chat template (--template):
