@@ -3,6 +3,7 @@
  * docs/architecture.md draws it). Rooms from the ground up, each importing only the ones below it:
  *
  *   shared/      contract types and small pure helpers; imports nothing of ours
+ *   sandboxes/   the sandbox providers (local, kubernetes), the helper they run, the reaper
  *   activities/  the engine and its Temporal activities (sandboxes, policies, tasks, stores, images)
  *   workflows/   deterministic workflow code: shared/, and activities/ as types only (lint enforces
  *                the type-only part: eslint.config.js)
@@ -14,18 +15,19 @@
  *
  * And no import circles anywhere, types included: a circle is two files that cannot be read apart.
  */
-const ROOMS = ['shared', 'activities', 'workflows', 'workers', 'servers', 'cluster', 'client', 'bench'];
+const ROOMS = ['shared', 'activities', 'sandboxes', 'workflows', 'workers', 'servers', 'cluster', 'client', 'bench'];
 
 /** What each room may import besides itself. */
 const MAY_IMPORT = {
   shared: [],
-  activities: ['shared'],
+  sandboxes: ['shared'],
+  activities: ['shared', 'sandboxes'],
   workflows: ['shared', 'activities'],
-  workers: ['shared', 'activities', 'workflows'],
+  workers: ['shared', 'activities', 'workflows', 'sandboxes'],
   servers: ['shared'],
   cluster: ['shared', 'servers', 'workers'],
-  client: ['shared', 'activities', 'workflows', 'workers', 'servers', 'cluster'],
-  bench: ['shared', 'activities', 'workflows', 'workers', 'servers', 'cluster', 'client', 'test'],
+  client: ['shared', 'sandboxes', 'activities', 'workflows', 'workers', 'servers', 'cluster'],
+  bench: ['shared', 'sandboxes', 'activities', 'workflows', 'workers', 'servers', 'cluster', 'client', 'test'],
 };
 
 const layerRules = Object.entries(MAY_IMPORT).map(([room, allowed]) => ({

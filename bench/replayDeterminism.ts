@@ -16,7 +16,7 @@ import { listFiles } from '../shared/hashTree.js';
 import { loadTask } from '../activities/tasks/loadTask.js';
 import { sandboxSpecForTask } from '../activities/tasks/sandboxSpecForTask.js';
 import { differingAreas } from '../activities/resume/replayTurns.js';
-import { LocalSandboxProvider } from '../activities/sandbox/local/localSandboxProvider.js';
+import { LocalSandboxProvider } from '../sandboxes/local/localSandboxProvider.js';
 import type { SandboxStateDigest } from '../shared/sandbox.js';
 import type { ToolCall } from '../shared/tools.js';
 

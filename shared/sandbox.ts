@@ -102,7 +102,7 @@ export const LocalSandboxHandleSchema = z
     env: z.record(z.string(), z.string()).optional(),
     /** The spec's fileCapabilities, kept by every command. */
     capabilities: z.array(z.string().regex(/^[a-z_]+$/)).optional(),
-    /** The exec server's socket on the host, when the sandbox's init is the compiled helper's (execServer/). */
+    /** The exec server's socket on the host, when the sandbox's init is the compiled helper's (sandboxes/local/helper/sandbox-init.c). */
     execSocket: z.string().startsWith('/').optional(),
   })
   .strict();

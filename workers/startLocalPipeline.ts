@@ -13,7 +13,7 @@ import { TASK_QUEUES } from '../shared/names.js';
 import { ensureJanitorSchedule } from './janitorSchedule.js';
 import { reapAtStart } from './reapAtStart.js';
 import { openTemporalClient, openWorkerConnection, type TemporalSettings } from './temporalConnection.js';
-import { openSandboxProvider } from '../activities/sandbox/openSandboxProvider.js';
+import { openSandboxProvider } from '../sandboxes/openSandboxProvider.js';
 import { openTrajectoryStore } from '../activities/store/openTrajectoryStore.js';
 import type { TrajectoryStore } from '../activities/store/trajectoryStore.js';
 import type { SandboxProvider } from '../shared/sandbox.js';

@@ -19,7 +19,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ClassifiedError } from '../../shared/failures.js';
-import { attachUserNetwork, detachUserNetwork } from '../sandbox/local/userNetwork.js';
+import { attachUserNetwork, detachUserNetwork } from '../../sandboxes/local/userNetwork.js';
 
 const SETPRIV = '/usr/bin/setpriv';
 const UNSHARE = '/usr/bin/unshare';

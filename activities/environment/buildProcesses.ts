@@ -19,8 +19,8 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { HolderSchema, holderAlive, thisProcess } from '../sandbox/local/holderProcess.js';
-import { processStartTime } from '../sandbox/local/procfs.js';
+import { HolderSchema, holderAlive, thisProcess } from '../../sandboxes/local/holderProcess.js';
+import { processStartTime } from '../../sandboxes/local/procfs.js';
 import { markStorageForCleaning } from './buildStorage.js';
 import { z } from 'zod';
 import { pidsWhere, statFields } from '../../shared/hostProcesses.js';

@@ -12,7 +12,7 @@ import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ExecResult, SandboxProvider } from '../../shared/sandbox.js';
 import type { LoadedTask, TaskNetwork } from '../../shared/task.js';
-import { uploadDirectory } from '../sandbox/uploadDirectory.js';
+import { uploadDirectory } from '../../sandboxes/uploadDirectory.js';
 import { verifyByMode, type VerifyMode } from '../verifier/runVerifier.js';
 import { exploitBudgetSec, runRedTeam, type RedTeamReport } from './redTeam/runRedTeam.js';
 import { taskEnvironment, type TaskEnvironment } from '../environment/taskEnvironment.js';

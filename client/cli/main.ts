@@ -64,7 +64,7 @@ async function isUsersToFix(err: unknown): Promise<boolean> {
   const classes = await Promise.all([
     import('../../servers/temporalBinary.js').then((m) => m.TemporalBinaryError),
     import('../../activities/store/openTrajectoryStore.js').then((m) => m.StoreSettingError),
-    import('../../activities/sandbox/openSandboxProvider.js').then((m) => m.ProviderSettingError),
+    import('../../sandboxes/openSandboxProvider.js').then((m) => m.ProviderSettingError),
     import('../../workers/temporalConnection.js').then((m) => m.TemporalSettingError),
     import('../outage/serverWait.js').then((m) => m.ServerUnreachableError),
     import('../batchServer/openBatchServer.js').then((m) => [m.BatchNotFoundError, m.NoServerError]),

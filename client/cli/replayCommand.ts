@@ -3,7 +3,7 @@
  * in a fresh sandbox without the model, re-verifies, and prints original and
  * replayed side by side. Exit 0 when the reward reproduces, 1 when it does not.
  */
-import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
+import { LocalSandboxProvider } from '../../sandboxes/local/localSandboxProvider.js';
 import { openTrajectoryStore } from '../../activities/store/openTrajectoryStore.js';
 import { ReplayError, replayRollout } from '../replayRollout.js';
 import { dataDir } from './cliSettings.js';

@@ -4,7 +4,7 @@
  * sandboxes. Exit 0 when every task behaves, 1 when one does not, 2 when a
  * task directory is invalid.
  */
-import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
+import { LocalSandboxProvider } from '../../sandboxes/local/localSandboxProvider.js';
 import { checkTask, type TaskCheckReport } from '../../activities/tasks/checkTask.js';
 import { describeOutsideWorldNeed } from '../../activities/tasks/outsideWorld.js';
 import { loadTask } from '../../activities/tasks/loadTask.js';

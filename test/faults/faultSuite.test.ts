@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
 import { toolName, type ToolTurnRecord } from '../../activities/agent/conversation.js';
-import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
+import { LocalSandboxProvider } from '../../sandboxes/local/localSandboxProvider.js';
 import { FsTrajectoryStore } from '../../activities/store/fsTrajectoryStore.js';
 import { submitBatch } from '../../client/submitBatch.js';
 import { groupWorkflowId, rolloutWorkflowId } from '../../shared/names.js';

@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { attributeVerifyFailure } from '../../activities/attribution/attributeFailure.js';
 import { VerifierControls } from '../../activities/attribution/verifierControl.js';
 import { taskEnvironment, type TaskEnvironment } from '../../activities/environment/taskEnvironment.js';
-import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
+import { LocalSandboxProvider } from '../../sandboxes/local/localSandboxProvider.js';
 import { checkTask } from '../../activities/tasks/checkTask.js';
 import { loadTask } from '../../activities/tasks/loadTask.js';
 import { sandboxSpecForTask } from '../../activities/tasks/sandboxSpecForTask.js';

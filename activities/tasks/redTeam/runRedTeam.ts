@@ -13,7 +13,7 @@ import { join, relative } from 'node:path';
 import { ClassifiedError, failureName } from '../../../shared/failures.js';
 import type { SandboxHandle, SandboxProvider, SandboxSpec } from '../../../shared/sandbox.js';
 import type { LoadedTask } from '../../../shared/task.js';
-import { uploadDirectory } from '../../sandbox/uploadDirectory.js';
+import { uploadDirectory } from '../../../sandboxes/uploadDirectory.js';
 import { verifyByMode, type VerifyMode } from '../../verifier/runVerifier.js';
 import type { TaskEnvironment } from '../../environment/taskEnvironment.js';
 import { sandboxSpecForTask } from '../sandboxSpecForTask.js';
