@@ -4,6 +4,7 @@
  *
  *   shared/      contract types and small pure helpers; imports nothing of ours
  *   sandboxes/   the sandbox providers (local, kubernetes), the helper they run, the reaper
+ *   stores/      the trajectory stores (file system, PostgreSQL)
  *   activities/  the engine and its Temporal activities (sandboxes, policies, tasks, stores, images)
  *   workflows/   deterministic workflow code: shared/, and activities/ as types only (lint enforces
  *                the type-only part: eslint.config.js)
@@ -15,19 +16,20 @@
  *
  * And no import circles anywhere, types included: a circle is two files that cannot be read apart.
  */
-const ROOMS = ['shared', 'activities', 'sandboxes', 'workflows', 'workers', 'servers', 'cluster', 'client', 'bench'];
+const ROOMS = ['shared', 'activities', 'sandboxes', 'stores', 'workflows', 'workers', 'servers', 'cluster', 'client', 'bench'];
 
 /** What each room may import besides itself. */
 const MAY_IMPORT = {
   shared: [],
   sandboxes: ['shared'],
-  activities: ['shared', 'sandboxes'],
+  stores: ['shared'],
+  activities: ['shared', 'sandboxes', 'stores'],
   workflows: ['shared', 'activities'],
-  workers: ['shared', 'activities', 'workflows', 'sandboxes'],
+  workers: ['shared', 'activities', 'workflows', 'sandboxes', 'stores'],
   servers: ['shared'],
   cluster: ['shared', 'servers', 'workers'],
-  client: ['shared', 'sandboxes', 'activities', 'workflows', 'workers', 'servers', 'cluster'],
-  bench: ['shared', 'sandboxes', 'activities', 'workflows', 'workers', 'servers', 'cluster', 'client', 'test'],
+  client: ['shared', 'sandboxes', 'stores', 'activities', 'workflows', 'workers', 'servers', 'cluster'],
+  bench: ['shared', 'sandboxes', 'stores', 'activities', 'workflows', 'workers', 'servers', 'cluster', 'client', 'test'],
 };
 
 const layerRules = Object.entries(MAY_IMPORT).map(([room, allowed]) => ({

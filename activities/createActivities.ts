@@ -12,7 +12,7 @@ import type { PolicyStepInput, PolicyStepOutput, ProvisionInput, ProvisionOutput
 import type { HarnessRunInput, HarnessRunOutput } from './harness/runHarness.js';
 import type { ReapReport } from '../sandboxes/reaper/reapSandboxes.js';
 import type { RestoreTurnsInput, RestoreTurnsOutput } from './resume/restoreTurns.js';
-import type { RolloutRecord } from './store/trajectoryStore.js';
+import type { RolloutRecord } from '../stores/trajectoryStore.js';
 import { createActivityContext, type ActivityDeps } from './steps/activityContext.js';
 import { runHarnessAttempt } from './steps/harnessAttempt.js';
 import { policyStep } from './steps/policyStep.js';

@@ -22,7 +22,7 @@ import { pipelineMetrics } from '../activities/pipelineMetrics.js';
 import { temporalOwnerStatus } from '../activities/reaper/temporalOwnerStatus.js';
 import { LocalSandboxProvider } from '../sandboxes/local/localSandboxProvider.js';
 import type { SpawnVia } from '../sandboxes/local/sandboxSpawner.js';
-import { FsTrajectoryStore } from '../activities/store/fsTrajectoryStore.js';
+import { FsTrajectoryStore } from '../stores/fsTrajectoryStore.js';
 import type { ProvisionResult, SandboxSpec } from '../shared/sandbox.js';
 import { createLogger, installRuntime } from '../workers/logger.js';
 import { createPipelineWorkers, DEFAULT_SLOTS, type PipelineWorkerOptions, type WorkerRole } from '../workers/pipelineWorkers.js';

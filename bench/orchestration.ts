@@ -10,7 +10,7 @@
  */
 import { join } from 'node:path';
 import { LocalSandboxProvider } from '../sandboxes/local/localSandboxProvider.js';
-import { FsTrajectoryStore } from '../activities/store/fsTrajectoryStore.js';
+import { FsTrajectoryStore } from '../stores/fsTrajectoryStore.js';
 import type { Summary } from '../shared/stats.js';
 import { summarize } from '../shared/stats.js';
 import { runBareBatch, type BareBatch, type BareOptions } from './bareLoop.js';

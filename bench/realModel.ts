@@ -25,7 +25,7 @@ import { startLocalPipeline } from '../workers/startLocalPipeline.js';
 import { openTemporalClient } from '../workers/temporalConnection.js';
 import { startDevServer } from '../servers/temporalDevServer.js';
 import type { Client } from '@temporalio/client';
-import type { TrajectoryStore } from '../activities/store/trajectoryStore.js';
+import type { TrajectoryStore } from '../stores/trajectoryStore.js';
 import type { BenchContext } from './context.js';
 import { OWN_STAGES, turnStages, type OwnStage } from './turnStages.js';
 import { benchPolicy, createBenchTask, startBenchPolicyServer } from './workload.js';

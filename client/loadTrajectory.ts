@@ -6,7 +6,7 @@
  */
 import type { AttemptMeta, PolicyTurnRecord, ToolTurnRecord } from '../activities/agent/conversation.js';
 import { turnTokensOf } from '../activities/policies/tokens/turnTokensOf.js';
-import { attemptPrefix, type TrajectoryStore } from '../activities/store/trajectoryStore.js';
+import { attemptPrefix, type TrajectoryStore } from '../stores/trajectoryStore.js';
 
 export interface TrajectoryTurn {
   policy: PolicyTurnRecord;

@@ -10,7 +10,7 @@ import { taskEnvironment } from '../activities/environment/taskEnvironment.js';
 import { loadTask } from '../activities/tasks/loadTask.js';
 import { withNetwork } from '../activities/tasks/taskNetwork.js';
 import { sandboxSpecForTask } from '../activities/tasks/sandboxSpecForTask.js';
-import type { TrajectoryStore } from '../activities/store/trajectoryStore.js';
+import type { TrajectoryStore } from '../stores/trajectoryStore.js';
 import { verifyCleanRoom, verifyInPlace } from '../activities/verifier/runVerifier.js';
 import type { RolloutResult } from '../shared/pipeline.js';
 import type { SandboxProvider } from '../shared/sandbox.js';

@@ -26,7 +26,7 @@ import type { PipelineMetrics } from '../pipelineMetrics.js';
 import type { PolicyClient } from '../policies/policyClient.js';
 import { policyLabel } from '../../shared/policyLabel.js';
 import type { TurnTokenStatus } from '../policies/tokens/turnIntegrity.js';
-import { attemptPrefix, type TrajectoryStore } from '../store/trajectoryStore.js';
+import { attemptPrefix, type TrajectoryStore } from '../../stores/trajectoryStore.js';
 import { readBridgedCommand, runBridgedCommand } from './bridgedCommand.js';
 import { openaiError, startCaptureEndpoint, type EndpointReply } from './captureEndpoint.js';
 import { captureCall, chatCompletion, readHarnessRequest } from './capturedCall.js';

@@ -7,7 +7,7 @@
 import type { ToolCall } from '../../shared/tools.js';
 import { policyName, toolName, type PolicyTurnRecord, type ToolTurnRecord } from '../agent/conversation.js';
 import { parseToolCall } from '../agent/toolArguments.js';
-import type { TrajectoryStore } from '../store/trajectoryStore.js';
+import type { TrajectoryStore } from '../../stores/trajectoryStore.js';
 
 export interface RecordedTurn {
   policy: PolicyTurnRecord;

@@ -13,7 +13,7 @@
 import { ClassifiedError } from '../../shared/failures.js';
 import type { ReplayDivergence, ResumedTurns } from '../../shared/pipeline.js';
 import type { SandboxHandle, SandboxProvider } from '../../shared/sandbox.js';
-import { attemptPrefix, type TrajectoryStore } from '../store/trajectoryStore.js';
+import { attemptPrefix, type TrajectoryStore } from '../../stores/trajectoryStore.js';
 import { policyName, toolName, type PolicyTurnRecord, type ToolTurnRecord } from '../agent/conversation.js';
 import { parseToolCall } from '../agent/toolArguments.js';
 import { turnIntegrity, type TurnTokenStatus } from '../policies/tokens/turnIntegrity.js';

@@ -16,7 +16,7 @@ import type { PolicyClient } from '../policies/policyClient.js';
 import { ScriptedPolicy } from '../policies/scriptedPolicy.js';
 import { TokenLevelPolicy } from '../policies/tokens/tokenLevelPolicy.js';
 import type { OwnerStatus } from '../../sandboxes/reaper/reapSandboxes.js';
-import type { TrajectoryStore } from '../store/trajectoryStore.js';
+import type { TrajectoryStore } from '../../stores/trajectoryStore.js';
 import { TaskCache } from '../tasks/taskCache.js';
 import { withNetwork } from '../tasks/taskNetwork.js';
 

@@ -10,7 +10,7 @@
 import type { Client } from '@temporalio/client';
 import { metaName } from '../../activities/agent/conversation.js';
 import { readRecordedTurns } from '../../activities/resume/recordedTurns.js';
-import type { TrajectoryStore } from '../../activities/store/trajectoryStore.js';
+import type { TrajectoryStore } from '../../stores/trajectoryStore.js';
 import { GroupInputSchema, MAX_GROUP_SIZE, type ResolvedGroupInput } from '../../shared/pipeline.js';
 import { readRolloutState, ShowError } from '../show/readRolloutState.js';
 import { RerunError, rolloutInputOf } from '../rerunRollout.js';

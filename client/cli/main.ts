@@ -63,7 +63,7 @@ async function isUsersToFix(err: unknown): Promise<boolean> {
   if (err instanceof UsageError) return true;
   const classes = await Promise.all([
     import('../../servers/temporalBinary.js').then((m) => m.TemporalBinaryError),
-    import('../../activities/store/openTrajectoryStore.js').then((m) => m.StoreSettingError),
+    import('../../stores/openTrajectoryStore.js').then((m) => m.StoreSettingError),
     import('../../sandboxes/openSandboxProvider.js').then((m) => m.ProviderSettingError),
     import('../../workers/temporalConnection.js').then((m) => m.TemporalSettingError),
     import('../outage/serverWait.js').then((m) => m.ServerUnreachableError),

@@ -20,7 +20,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { promisify } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { LocalSandboxProvider } from '../../sandboxes/local/localSandboxProvider.js';
-import { FsTrajectoryStore } from '../../activities/store/fsTrajectoryStore.js';
+import { FsTrajectoryStore } from '../../stores/fsTrajectoryStore.js';
 import { submitBatch } from '../../client/submitBatch.js';
 import { ATTRIBUTED_MODEL_TYPES } from '../../shared/failures.js';
 import { hostTaskQueue, rolloutWorkflowId } from '../../shared/names.js';

@@ -17,7 +17,7 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
 import { toolName, type ToolTurnRecord } from '../../activities/agent/conversation.js';
 import { LocalSandboxProvider } from '../../sandboxes/local/localSandboxProvider.js';
-import { FsTrajectoryStore } from '../../activities/store/fsTrajectoryStore.js';
+import { FsTrajectoryStore } from '../../stores/fsTrajectoryStore.js';
 import { submitBatch } from '../../client/submitBatch.js';
 import { groupWorkflowId, rolloutWorkflowId } from '../../shared/names.js';
 import { localHandle } from '../../shared/sandbox.js';

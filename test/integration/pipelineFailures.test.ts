@@ -21,7 +21,7 @@ import { runOneGroup, startHarness, type Harness } from '../helpers/pipelineHarn
 import { startScriptedOpenAIServer } from '../helpers/scriptedOpenAIServer.js';
 import { eventually } from '../helpers/eventually.js';
 import { ClassifiedError } from '../../shared/failures.js';
-import type { TrajectoryStore } from '../../activities/store/trajectoryStore.js';
+import type { TrajectoryStore } from '../../stores/trajectoryStore.js';
 
 const examples = resolve(dirname(fileURLToPath(import.meta.url)), '../../examples/tasks');
 let h: Harness;

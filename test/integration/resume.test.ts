@@ -15,7 +15,7 @@ import { dirname, join, resolve } from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { PolicyTurnRecord, ToolTurnRecord } from '../../activities/agent/conversation.js';
-import { FsTrajectoryStore } from '../../activities/store/fsTrajectoryStore.js';
+import { FsTrajectoryStore } from '../../stores/fsTrajectoryStore.js';
 import { BranchError, branchRollout } from '../../client/branch/branchRollout.js';
 import { exportBatch } from '../../client/export/exportBatch.js';
 import type { TrainingSample } from '../../client/export/trainingSample.js';

@@ -6,7 +6,7 @@
  */
 import { mkdir, readdir, readFile, rename, writeFile } from 'node:fs/promises';
 import { dirname, join, normalize } from 'node:path';
-import { ClassifiedError } from '../../shared/failures.js';
+import { ClassifiedError } from '../shared/failures.js';
 import { compareRolloutRecords, type RolloutQuery, type RolloutRecord, type TrajectoryStore } from './trajectoryStore.js';
 
 const ROLLOUT_RECORD = 'rollout.json';

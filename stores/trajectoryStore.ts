@@ -1,4 +1,4 @@
-import type { OutcomeClass, RolloutResult } from '../../shared/pipeline.js';
+import type { OutcomeClass, RolloutResult } from '../shared/pipeline.js';
 
 /** A finished rollout as the store keeps it: its result (outcome, reward, experiment record) and where it belongs. */
 export interface RolloutRecord {
@@ -43,7 +43,7 @@ export function compareRolloutRecords(a: RolloutRecord, b: RolloutRecord): numbe
   return a.batchId.localeCompare(b.batchId) || a.taskId.localeCompare(b.taskId) || a.result.index - b.result.index;
 }
 
-export { trajectoryRefOf as trajectoryRef } from '../../shared/names.js';
+export { trajectoryRefOf as trajectoryRef } from '../shared/names.js';
 
 export function attemptPrefix(attempt: number): string {
   return `attempt-${String(attempt).padStart(2, '0')}/`;

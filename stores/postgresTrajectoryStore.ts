@@ -7,7 +7,7 @@
  * advisory lock, so many workers may start at once.
  */
 import pg from 'pg';
-import { ClassifiedError } from '../../shared/failures.js';
+import { ClassifiedError } from '../shared/failures.js';
 import { compareRolloutRecords, type RolloutQuery, type RolloutRecord, type TrajectoryStore } from './trajectoryStore.js';
 
 /** Ordered schema migrations; each runs once, in a transaction, recorded in schema_migrations. */
