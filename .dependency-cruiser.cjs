@@ -4,6 +4,7 @@
  *
  *   shared/      contract types and small pure helpers; imports nothing of ours
  *   sandboxes/   the sandbox providers (local, kubernetes), the helper they run, the reaper
+ *   tasks/       loading a task (task.toml), its network, the cache of loaded tasks
  *   stores/      the trajectory stores (file system, PostgreSQL)
  *   activities/  the engine and its Temporal activities (sandboxes, policies, tasks, stores, images)
  *   workflows/   deterministic workflow code: shared/, and activities/ as types only (lint enforces
@@ -16,20 +17,21 @@
  *
  * And no import circles anywhere, types included: a circle is two files that cannot be read apart.
  */
-const ROOMS = ['shared', 'activities', 'sandboxes', 'stores', 'workflows', 'workers', 'servers', 'cluster', 'client', 'bench'];
+const ROOMS = ['shared', 'activities', 'sandboxes', 'tasks', 'stores', 'workflows', 'workers', 'servers', 'cluster', 'client', 'bench'];
 
 /** What each room may import besides itself. */
 const MAY_IMPORT = {
   shared: [],
   sandboxes: ['shared'],
+  tasks: ['shared'],
   stores: ['shared'],
-  activities: ['shared', 'sandboxes', 'stores'],
+  activities: ['shared', 'sandboxes', 'tasks', 'stores'],
   workflows: ['shared', 'activities'],
   workers: ['shared', 'activities', 'workflows', 'sandboxes', 'stores'],
   servers: ['shared'],
   cluster: ['shared', 'servers', 'workers'],
-  client: ['shared', 'sandboxes', 'stores', 'activities', 'workflows', 'workers', 'servers', 'cluster'],
-  bench: ['shared', 'sandboxes', 'stores', 'activities', 'workflows', 'workers', 'servers', 'cluster', 'client', 'test'],
+  client: ['shared', 'sandboxes', 'tasks', 'stores', 'activities', 'workflows', 'workers', 'servers', 'cluster'],
+  bench: ['shared', 'sandboxes', 'tasks', 'stores', 'activities', 'workflows', 'workers', 'servers', 'cluster', 'client', 'test'],
 };
 
 const layerRules = Object.entries(MAY_IMPORT).map(([room, allowed]) => ({

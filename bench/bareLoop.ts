@@ -17,7 +17,7 @@ import { executeToolCall } from '../activities/agent/executeTool.js';
 import { loadConversation, metaName, policyName, SYSTEM_PROMPT, toolName, type AttemptMeta, type PolicyTurnRecord, type ToolTurnRecord } from '../activities/agent/conversation.js';
 import type { LocalSandboxProvider } from '../sandboxes/local/localSandboxProvider.js';
 import type { FsTrajectoryStore } from '../stores/fsTrajectoryStore.js';
-import { loadTask } from '../activities/tasks/loadTask.js';
+import { loadTask } from '../tasks/loadTask.js';
 import { sandboxSpecForTask } from '../activities/tasks/sandboxSpecForTask.js';
 import { verifyInPlace } from '../activities/verifier/runVerifier.js';
 import { OpenAIPolicySchema, type PolicyConfig } from '../shared/pipeline.js';

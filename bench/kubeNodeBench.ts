@@ -13,7 +13,7 @@ import { parseArgs } from 'node:util';
 import { CoreV1Api } from '@kubernetes/client-node';
 import { ensureTaskImage } from '../activities/environment/taskImage.js';
 import { KubernetesSandboxProvider } from '../sandboxes/kubernetes/kubernetesSandboxProvider.js';
-import { loadTask } from '../activities/tasks/loadTask.js';
+import { loadTask } from '../tasks/loadTask.js';
 import type { SandboxSpec } from '../shared/sandbox.js';
 import { summarize, type Summary } from '../shared/stats.js';
 import { startKubeCluster } from '../test/helpers/kubeCluster.js';

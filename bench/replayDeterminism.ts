@@ -13,7 +13,7 @@ import { parseArgs } from 'node:util';
 import { executeToolCall } from '../activities/agent/executeTool.js';
 import { taskEnvironment } from '../activities/environment/taskEnvironment.js';
 import { listFiles } from '../shared/hashTree.js';
-import { loadTask } from '../activities/tasks/loadTask.js';
+import { loadTask } from '../tasks/loadTask.js';
 import { sandboxSpecForTask } from '../activities/tasks/sandboxSpecForTask.js';
 import { differingAreas } from '../activities/resume/replayTurns.js';
 import { LocalSandboxProvider } from '../sandboxes/local/localSandboxProvider.js';

@@ -9,7 +9,7 @@
  */
 import { parseArgs } from 'node:util';
 import { ensureTaskImage } from '../activities/environment/taskImage.js';
-import { loadTask } from '../activities/tasks/loadTask.js';
+import { loadTask } from '../tasks/loadTask.js';
 import { sandboxSpecForTask } from '../activities/tasks/sandboxSpecForTask.js';
 import type { SandboxSpec } from '../shared/sandbox.js';
 import { formatSandboxLifecycle, runSandboxLifecycle } from './sandboxLifecycle.js';

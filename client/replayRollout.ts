@@ -7,8 +7,8 @@
 import type { Client } from '@temporalio/client';
 import { executeToolCall } from '../activities/agent/executeTool.js';
 import { taskEnvironment } from '../activities/environment/taskEnvironment.js';
-import { loadTask } from '../activities/tasks/loadTask.js';
-import { withNetwork } from '../activities/tasks/taskNetwork.js';
+import { loadTask } from '../tasks/loadTask.js';
+import { withNetwork } from '../tasks/taskNetwork.js';
 import { sandboxSpecForTask } from '../activities/tasks/sandboxSpecForTask.js';
 import type { TrajectoryStore } from '../stores/trajectoryStore.js';
 import { verifyCleanRoom, verifyInPlace } from '../activities/verifier/runVerifier.js';

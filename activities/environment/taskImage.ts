@@ -32,7 +32,7 @@ import { withFileLock } from './fileLock.js';
 import { imageExists, imageTools, runTool, runToolOk } from './imageTools.js';
 import { ensureToolImage, type ToolImage } from './toolImages.js';
 import { readVerifierNeeds } from './verifierNeeds.js';
-import { beyondRegistries } from '../tasks/outsideWorld.js';
+import { beyondRegistries } from '../../tasks/outsideWorld.js';
 import { ensureWheelhouse } from './wheelhouse.js';
 
 /** Bump when the way images are made changes, so old cache entries are not taken for new ones. */

@@ -17,8 +17,8 @@ import { ScriptedPolicy } from '../policies/scriptedPolicy.js';
 import { TokenLevelPolicy } from '../policies/tokens/tokenLevelPolicy.js';
 import type { OwnerStatus } from '../../sandboxes/reaper/reapSandboxes.js';
 import type { TrajectoryStore } from '../../stores/trajectoryStore.js';
-import { TaskCache } from '../tasks/taskCache.js';
-import { withNetwork } from '../tasks/taskNetwork.js';
+import { TaskCache } from '../../tasks/taskCache.js';
+import { withNetwork } from '../../tasks/taskNetwork.js';
 
 export interface ActivityDeps {
   provider: SandboxProvider;

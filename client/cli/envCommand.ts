@@ -9,7 +9,7 @@
 import { diskUse, gcImages, type DiskUse } from '../../activities/environment/imageGc.js';
 import { imageTools } from '../../activities/environment/imageTools.js';
 import { ensureTaskImage, imageIdentity } from '../../activities/environment/taskImage.js';
-import { loadTask } from '../../activities/tasks/loadTask.js';
+import { loadTask } from '../../tasks/loadTask.js';
 import { ClassifiedError } from '../../shared/failures.js';
 import { HelpRequested, parseCommandLine, wantsHelp } from './commandLine.js';
 import { UsageError } from './usageError.js';

@@ -19,7 +19,7 @@ import { parseCommandLine } from './commandLine.js';
 import { parseVerifyMode } from './verifyModeOption.js';
 import { UsageError } from './usageError.js';
 import type { NetworkMode } from '../../shared/task.js';
-import { parseNetworkMode } from '../../activities/tasks/taskNetwork.js';
+import { parseNetworkMode } from '../../tasks/taskNetwork.js';
 import { liveRun, removeMarker, writeMarker } from '../stopping/embeddedRunMarker.js';
 import { interruptedExitCode, untilAborted, watchInterrupts } from '../stopping/interrupt.js';
 import { cancelLeftoverRun } from '../stopping/leftoverRun.js';

@@ -18,7 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { removeTaskImage } from '../../activities/environment/imageGc.js';
 import { imageTools } from '../../activities/environment/imageTools.js';
 import { ensureTaskImage, type TaskImage } from '../../activities/environment/taskImage.js';
-import { loadTask } from '../../activities/tasks/loadTask.js';
+import { loadTask } from '../../tasks/loadTask.js';
 import { ClassifiedError, failureName } from '../../shared/failures.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');

@@ -9,7 +9,7 @@ import { dirname, join, resolve } from 'node:path';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { OpenAIPolicy } from '../../activities/policies/openaiPolicy.js';
-import { loadTask } from '../../activities/tasks/loadTask.js';
+import { loadTask } from '../../tasks/loadTask.js';
 import { OpenAIPolicySchema } from '../../shared/pipeline.js';
 import type { ChatMessage } from '../../shared/tools.js';
 import { TOOL_SCHEMAS } from '../../shared/tools.js';

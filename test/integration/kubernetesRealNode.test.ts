@@ -19,7 +19,7 @@ import { ensureTaskImage } from '../../activities/environment/taskImage.js';
 import { KubernetesSandboxProvider } from '../../sandboxes/kubernetes/kubernetesSandboxProvider.js';
 import { reapSandboxes } from '../../sandboxes/reaper/reapSandboxes.js';
 import { temporalOwnerStatus } from '../../activities/reaper/temporalOwnerStatus.js';
-import { loadTask } from '../../activities/tasks/loadTask.js';
+import { loadTask } from '../../tasks/loadTask.js';
 import type { SandboxHandle, SandboxSpec } from '../../shared/sandbox.js';
 import { hostBait } from '../conformance/hostBait.js';
 import { sandboxConformanceSuite } from '../conformance/sandboxConformance.js';

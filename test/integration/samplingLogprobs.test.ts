@@ -16,7 +16,7 @@ import { fileURLToPath } from 'node:url';
 import { OpenAIPolicy } from '../../activities/policies/openaiPolicy.js';
 import type { PolicyResponse } from '../../activities/policies/policyClient.js';
 import { TokenLevelPolicy } from '../../activities/policies/tokens/tokenLevelPolicy.js';
-import { loadTask } from '../../activities/tasks/loadTask.js';
+import { loadTask } from '../../tasks/loadTask.js';
 import { OpenAIPolicySchema } from '../../shared/pipeline.js';
 import type { TurnTokens } from '../../shared/tokens.js';
 import type { ChatMessage } from '../../shared/tools.js';

@@ -17,8 +17,8 @@ import { attributeVerifyFailure } from '../../activities/attribution/attributeFa
 import { VerifierControls } from '../../activities/attribution/verifierControl.js';
 import { taskEnvironment, type TaskEnvironment } from '../../activities/environment/taskEnvironment.js';
 import { LocalSandboxProvider } from '../../sandboxes/local/localSandboxProvider.js';
-import { checkTask } from '../../activities/tasks/checkTask.js';
-import { loadTask } from '../../activities/tasks/loadTask.js';
+import { checkTask } from '../../client/taskTools/checkTask.js';
+import { loadTask } from '../../tasks/loadTask.js';
 import { sandboxSpecForTask } from '../../activities/tasks/sandboxSpecForTask.js';
 import { verifyInPlace, type VerifyOutcome } from '../../activities/verifier/runVerifier.js';
 import { ClassifiedError, failureName } from '../../shared/failures.js';

@@ -13,14 +13,14 @@ import { join } from 'node:path';
 import type { ExecResult, SandboxProvider } from '../../shared/sandbox.js';
 import type { LoadedTask, TaskNetwork } from '../../shared/task.js';
 import { uploadDirectory } from '../../sandboxes/uploadDirectory.js';
-import { verifyByMode, type VerifyMode } from '../verifier/runVerifier.js';
+import { verifyByMode, type VerifyMode } from '../../activities/verifier/runVerifier.js';
 import { exploitBudgetSec, runRedTeam, type RedTeamReport } from './redTeam/runRedTeam.js';
-import { taskEnvironment, type TaskEnvironment } from '../environment/taskEnvironment.js';
+import { taskEnvironment, type TaskEnvironment } from '../../activities/environment/taskEnvironment.js';
 import { ClassifiedError, failureName } from '../../shared/failures.js';
-import { sandboxSpecForTask } from './sandboxSpecForTask.js';
+import { sandboxSpecForTask } from '../../activities/tasks/sandboxSpecForTask.js';
 import { mapConcurrently } from '../../shared/mapConcurrently.js';
-import { unreachableHosts, type OutsideWorldNeed } from './outsideWorld.js';
-import { missingAptVersions } from '../environment/taskImage.js';
+import { unreachableHosts, type OutsideWorldNeed } from '../../tasks/outsideWorld.js';
+import { missingAptVersions } from '../../activities/environment/taskImage.js';
 
 export interface TaskCheckCase {
   name: string;

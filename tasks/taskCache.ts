@@ -15,8 +15,8 @@
  * fingerprinted is not cached; it is loaded in full until it has settled.
  */
 import { resolve } from 'node:path';
-import type { LoadedTask } from '../../shared/task.js';
-import { treeFingerprint } from '../../shared/hashTree.js';
+import type { LoadedTask } from '../shared/task.js';
+import { treeFingerprint } from '../shared/hashTree.js';
 import { loadTask } from './loadTask.js';
 
 export interface TaskCacheOptions {

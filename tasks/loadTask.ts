@@ -5,9 +5,9 @@
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { basename, join, resolve } from 'node:path';
 import { parse as parseToml, TomlError } from 'smol-toml';
-import { ClassifiedError } from '../../shared/failures.js';
-import { TaskTomlSchema, type LoadedTask, type TaskToml } from '../../shared/task.js';
-import { hashText, hashTree } from '../../shared/hashTree.js';
+import { ClassifiedError } from '../shared/failures.js';
+import { TaskTomlSchema, type LoadedTask, type TaskToml } from '../shared/task.js';
+import { hashText, hashTree } from '../shared/hashTree.js';
 import { resolveTaskNetwork } from './taskNetwork.js';
 
 export function invalidTask(file: string, field: string | undefined, problem: string, fix: string): ClassifiedError<'task'> {

@@ -6,7 +6,7 @@
  * outside world through user-mode networking, with private ranges and the metadata address closed
  * (docs/sandbox.md); `none` means the sandbox's own loopback only.
  */
-import type { LoadedTask, NetworkMode, TaskNetwork, TaskToml } from '../../shared/task.js';
+import type { LoadedTask, NetworkMode, TaskNetwork, TaskToml } from '../shared/task.js';
 
 /** Harbor's spellings (and ours from before: "none") to the two modes sandboxes here give. */
 function modeOf(value: 'public' | 'no-network' | 'none'): NetworkMode {
