@@ -6,6 +6,7 @@
  *   sandboxes/   the sandbox providers (local, kubernetes), the helper they run, the reaper
  *   tasks/       loading a task (task.toml), its network, the cache of loaded tasks
  *   stores/      the trajectory stores (file system, PostgreSQL)
+ *   verifier/    running a task's tests in a sandbox for its reward, and failure attribution
  *   activities/  the engine and its Temporal activities (sandboxes, policies, tasks, stores, images)
  *   workflows/   deterministic workflow code: shared/, and activities/ as types only (lint enforces
  *                the type-only part: eslint.config.js)
@@ -17,7 +18,7 @@
  *
  * And no import circles anywhere, types included: a circle is two files that cannot be read apart.
  */
-const ROOMS = ['shared', 'activities', 'sandboxes', 'tasks', 'stores', 'workflows', 'workers', 'servers', 'cluster', 'client', 'bench'];
+const ROOMS = ['shared', 'activities', 'sandboxes', 'tasks', 'verifier', 'stores', 'workflows', 'workers', 'servers', 'cluster', 'client', 'bench'];
 
 /** What each room may import besides itself. */
 const MAY_IMPORT = {
@@ -25,13 +26,14 @@ const MAY_IMPORT = {
   sandboxes: ['shared'],
   tasks: ['shared'],
   stores: ['shared'],
-  activities: ['shared', 'sandboxes', 'tasks', 'stores'],
+  verifier: ['shared', 'sandboxes'],
+  activities: ['shared', 'sandboxes', 'tasks', 'stores', 'verifier'],
   workflows: ['shared', 'activities'],
   workers: ['shared', 'activities', 'workflows', 'sandboxes', 'stores'],
   servers: ['shared'],
   cluster: ['shared', 'servers', 'workers'],
-  client: ['shared', 'sandboxes', 'tasks', 'stores', 'activities', 'workflows', 'workers', 'servers', 'cluster'],
-  bench: ['shared', 'sandboxes', 'tasks', 'stores', 'activities', 'workflows', 'workers', 'servers', 'cluster', 'client', 'test'],
+  client: ['shared', 'sandboxes', 'tasks', 'stores', 'verifier', 'activities', 'workflows', 'workers', 'servers', 'cluster'],
+  bench: ['shared', 'sandboxes', 'tasks', 'stores', 'verifier', 'activities', 'workflows', 'workers', 'servers', 'cluster', 'client', 'test'],
 };
 
 const layerRules = Object.entries(MAY_IMPORT).map(([room, allowed]) => ({

@@ -19,7 +19,7 @@ import type { LocalSandboxProvider } from '../sandboxes/local/localSandboxProvid
 import type { FsTrajectoryStore } from '../stores/fsTrajectoryStore.js';
 import { loadTask } from '../tasks/loadTask.js';
 import { sandboxSpecForTask } from '../activities/tasks/sandboxSpecForTask.js';
-import { verifyInPlace } from '../activities/verifier/runVerifier.js';
+import { verifyInPlace } from '../verifier/runVerifier.js';
 import { OpenAIPolicySchema, type PolicyConfig } from '../shared/pipeline.js';
 import { TOOL_SCHEMAS, type ChatMessage } from '../shared/tools.js';
 import { cpuDelta, processTreeCpu, type CpuTimes } from './procStats.js';

@@ -11,7 +11,7 @@ import { loadTask } from '../tasks/loadTask.js';
 import { withNetwork } from '../tasks/taskNetwork.js';
 import { sandboxSpecForTask } from '../activities/tasks/sandboxSpecForTask.js';
 import type { TrajectoryStore } from '../stores/trajectoryStore.js';
-import { verifyCleanRoom, verifyInPlace } from '../activities/verifier/runVerifier.js';
+import { verifyCleanRoom, verifyInPlace } from '../verifier/runVerifier.js';
 import type { RolloutResult } from '../shared/pipeline.js';
 import type { SandboxProvider } from '../shared/sandbox.js';
 import { loadAttempt } from './loadTrajectory.js';

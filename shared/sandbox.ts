@@ -201,7 +201,7 @@ export interface SandboxRecord {
 
 /**
  * What the host knows of how a sandbox that is gone ended, for failure
- * attribution (activities/attribution/). Every field is evidence the host
+ * attribution (verifier/attribution/). Every field is evidence the host
  * holds, never something the sandbox's processes could write.
  */
 export interface SandboxLossEvidence {

@@ -6,7 +6,7 @@
  * environment identity.
  */
 import type { LoadedTask } from '../../shared/task.js';
-import type { VerifyOptions } from '../verifier/runVerifier.js';
+import type { VerifyOptions } from '../../verifier/runVerifier.js';
 import { ensureTaskImage, imageIdentity, VERIFIER_TOOLS_PATH, type TaskImage } from './taskImage.js';
 
 export interface TaskEnvironment {

@@ -8,7 +8,7 @@ import { ClassifiedError, failureName } from '../../shared/failures.js';
 import type { ResolvedGroupInput, ResolvedPolicyConfig } from '../../shared/pipeline.js';
 import type { SandboxProvider } from '../../shared/sandbox.js';
 import type { LoadedTask, TaskRef } from '../../shared/task.js';
-import { VerifierControls } from '../attribution/verifierControl.js';
+import { VerifierControls } from '../../verifier/attribution/verifierControl.js';
 import { InFlightSteps } from '../inFlightSteps.js';
 import { pipelineMetrics, type PipelineMetrics } from '../pipelineMetrics.js';
 import { OpenAIPolicy } from '../policies/openaiPolicy.js';

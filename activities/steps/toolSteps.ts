@@ -9,7 +9,7 @@ import { policyName, toolName, type PolicyTurnRecord, type ToolTurnRecord } from
 import { executeToolCall } from '../agent/executeTool.js';
 import { summarizeToolCall } from '../agent/toolArguments.js';
 import { activityLog } from '../activityLog.js';
-import { attributeSandboxLoss } from '../attribution/attributeFailure.js';
+import { attributeSandboxLoss } from '../../verifier/attribution/attributeFailure.js';
 import type { ToolCallsStepInput, ToolCallsStepOutput, ToolStepInput, ToolStepOutput } from '../contract.js';
 import { withHeartbeats } from '../heartbeats.js';
 import type { ActivityContext } from './activityContext.js';

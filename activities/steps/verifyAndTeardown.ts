@@ -6,12 +6,12 @@
 import { ClassifiedError, failureName } from '../../shared/failures.js';
 import type { TeardownReport } from '../../shared/sandbox.js';
 import { activityLog } from '../activityLog.js';
-import { attributeVerifyFailure } from '../attribution/attributeFailure.js';
+import { attributeVerifyFailure } from '../../verifier/attribution/attributeFailure.js';
 import type { TeardownInput, VerifyInput, VerifyOutput, VerifyThenTeardownOutput } from '../contract.js';
 import { taskEnvironment } from '../environment/taskEnvironment.js';
 import { withHeartbeats } from '../heartbeats.js';
 import { sandboxSpecForTask } from '../tasks/sandboxSpecForTask.js';
-import { verifyCleanRoom, verifyInPlace } from '../verifier/runVerifier.js';
+import { verifyCleanRoom, verifyInPlace } from '../../verifier/runVerifier.js';
 import { taskOfGroup, type ActivityContext } from './activityContext.js';
 
 export async function verifyAttempt(ctx: ActivityContext, input: VerifyInput): Promise<VerifyOutput> {

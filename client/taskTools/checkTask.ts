@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import type { ExecResult, SandboxProvider } from '../../shared/sandbox.js';
 import type { LoadedTask, TaskNetwork } from '../../shared/task.js';
 import { uploadDirectory } from '../../sandboxes/uploadDirectory.js';
-import { verifyByMode, type VerifyMode } from '../../activities/verifier/runVerifier.js';
+import { verifyByMode, type VerifyMode } from '../../verifier/runVerifier.js';
 import { exploitBudgetSec, runRedTeam, type RedTeamReport } from './redTeam/runRedTeam.js';
 import { taskEnvironment, type TaskEnvironment } from '../../activities/environment/taskEnvironment.js';
 import { ClassifiedError, failureName } from '../../shared/failures.js';

@@ -15,7 +15,7 @@ import { checkTask } from '../../client/taskTools/checkTask.js';
 import { loadTask } from '../../tasks/loadTask.js';
 import { sandboxSpecForTask } from '../../activities/tasks/sandboxSpecForTask.js';
 import { shellQuote, uploadDirectory } from '../../sandboxes/uploadDirectory.js';
-import { verifyCleanRoom, verifyInPlace, type VerifyOutcome } from '../../activities/verifier/runVerifier.js';
+import { verifyCleanRoom, verifyInPlace, type VerifyOutcome } from '../../verifier/runVerifier.js';
 import type { LoadedTask } from '../../shared/task.js';
 import { eventually } from '../helpers/eventually.js';
 

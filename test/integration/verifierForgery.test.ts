@@ -13,14 +13,14 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { attributeVerifyFailure } from '../../activities/attribution/attributeFailure.js';
-import { VerifierControls } from '../../activities/attribution/verifierControl.js';
+import { attributeVerifyFailure } from '../../verifier/attribution/attributeFailure.js';
+import { VerifierControls } from '../../verifier/attribution/verifierControl.js';
 import { taskEnvironment, type TaskEnvironment } from '../../activities/environment/taskEnvironment.js';
 import { LocalSandboxProvider } from '../../sandboxes/local/localSandboxProvider.js';
 import { checkTask } from '../../client/taskTools/checkTask.js';
 import { loadTask } from '../../tasks/loadTask.js';
 import { sandboxSpecForTask } from '../../activities/tasks/sandboxSpecForTask.js';
-import { verifyInPlace, type VerifyOutcome } from '../../activities/verifier/runVerifier.js';
+import { verifyInPlace, type VerifyOutcome } from '../../verifier/runVerifier.js';
 import { ClassifiedError, failureName } from '../../shared/failures.js';
 import type { LoadedTask } from '../../shared/task.js';
 

@@ -14,7 +14,7 @@ import { ClassifiedError, failureName } from '../../../shared/failures.js';
 import type { SandboxHandle, SandboxProvider, SandboxSpec } from '../../../shared/sandbox.js';
 import type { LoadedTask } from '../../../shared/task.js';
 import { uploadDirectory } from '../../../sandboxes/uploadDirectory.js';
-import { verifyByMode, type VerifyMode } from '../../../activities/verifier/runVerifier.js';
+import { verifyByMode, type VerifyMode } from '../../../verifier/runVerifier.js';
 import type { TaskEnvironment } from '../../../activities/environment/taskEnvironment.js';
 import { sandboxSpecForTask } from '../../../activities/tasks/sandboxSpecForTask.js';
 import { exploitsFor, parseSurvey, surveyCommand, type WorkspaceSurvey } from './exploits.js';

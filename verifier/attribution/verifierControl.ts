@@ -13,7 +13,7 @@
  */
 import type { SandboxProvider, SandboxSpec } from '../../shared/sandbox.js';
 import type { LoadedTask } from '../../shared/task.js';
-import { verifyInPlace, type VerifyOptions } from '../verifier/runVerifier.js';
+import { verifyInPlace, type VerifyOptions } from '../runVerifier.js';
 
 export interface ControlResult {
   /** The verifier completed on the untouched start (wrote a reward within its timeout). */

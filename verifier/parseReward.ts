@@ -4,7 +4,7 @@
  * or a bare number), which wins over reward.txt (one number), as in Harbor. A
  * missing, empty or malformed reward is a verifier crash (infra), never a zero.
  */
-import { ClassifiedError } from '../../shared/failures.js';
+import { ClassifiedError } from '../shared/failures.js';
 
 export interface Reward {
   reward: number;

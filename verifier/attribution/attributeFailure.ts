@@ -20,7 +20,7 @@
 import { ClassifiedError, failureName } from '../../shared/failures.js';
 import type { SandboxHandle, SandboxProvider, SandboxSpec } from '../../shared/sandbox.js';
 import type { LoadedTask } from '../../shared/task.js';
-import type { VerifyOptions } from '../verifier/runVerifier.js';
+import type { VerifyOptions } from '../runVerifier.js';
 import type { ControlEvidence, VerifierControls } from './verifierControl.js';
 
 function describeControl(e: ControlEvidence): string {

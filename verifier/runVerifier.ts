@@ -22,10 +22,10 @@
  * A verifier that crashes, times out or writes no reward is infra, never 0.
  */
 import { randomBytes } from 'node:crypto';
-import { ClassifiedError } from '../../shared/failures.js';
-import type { SandboxHandle, SandboxProvider, SandboxSpec } from '../../shared/sandbox.js';
-import type { LoadedTask } from '../../shared/task.js';
-import { shellQuote, uploadDirectory } from '../../sandboxes/uploadDirectory.js';
+import { ClassifiedError } from '../shared/failures.js';
+import type { SandboxHandle, SandboxProvider, SandboxSpec } from '../shared/sandbox.js';
+import type { LoadedTask } from '../shared/task.js';
+import { shellQuote, uploadDirectory } from '../sandboxes/uploadDirectory.js';
 import { parseRewardJson, parseRewardTxt, type Reward } from './parseReward.js';
 
 export type VerifyMode = 'in-place' | 'clean-room';
