@@ -7,6 +7,7 @@
  *   tasks/       loading a task (task.toml), its network, the cache of loaded tasks
  *   stores/      the trajectory stores (file system, PostgreSQL)
  *   verifier/    running a task's tests in a sandbox for its reward, and failure attribution
+ *   images/      the image builder: a Dockerfile task's root filesystem, the sandbox spec of a task
  *   activities/  the engine and its Temporal activities (sandboxes, policies, tasks, stores, images)
  *   workflows/   deterministic workflow code: shared/, and activities/ as types only (lint enforces
  *                the type-only part: eslint.config.js)
@@ -18,7 +19,7 @@
  *
  * And no import circles anywhere, types included: a circle is two files that cannot be read apart.
  */
-const ROOMS = ['shared', 'activities', 'sandboxes', 'tasks', 'verifier', 'stores', 'workflows', 'workers', 'servers', 'cluster', 'client', 'bench'];
+const ROOMS = ['shared', 'activities', 'sandboxes', 'tasks', 'verifier', 'images', 'stores', 'workflows', 'workers', 'servers', 'cluster', 'client', 'bench'];
 
 /** What each room may import besides itself. */
 const MAY_IMPORT = {
@@ -27,13 +28,14 @@ const MAY_IMPORT = {
   tasks: ['shared'],
   stores: ['shared'],
   verifier: ['shared', 'sandboxes'],
-  activities: ['shared', 'sandboxes', 'tasks', 'stores', 'verifier'],
+  images: ['shared', 'sandboxes', 'tasks', 'verifier'],
+  activities: ['shared', 'sandboxes', 'tasks', 'stores', 'verifier', 'images'],
   workflows: ['shared', 'activities'],
   workers: ['shared', 'activities', 'workflows', 'sandboxes', 'stores'],
   servers: ['shared'],
   cluster: ['shared', 'servers', 'workers'],
-  client: ['shared', 'sandboxes', 'tasks', 'stores', 'verifier', 'activities', 'workflows', 'workers', 'servers', 'cluster'],
-  bench: ['shared', 'sandboxes', 'tasks', 'stores', 'verifier', 'activities', 'workflows', 'workers', 'servers', 'cluster', 'client', 'test'],
+  client: ['shared', 'sandboxes', 'tasks', 'stores', 'verifier', 'images', 'activities', 'workflows', 'workers', 'servers', 'cluster'],
+  bench: ['shared', 'sandboxes', 'tasks', 'stores', 'verifier', 'images', 'activities', 'workflows', 'workers', 'servers', 'cluster', 'client', 'test'],
 };
 
 const layerRules = Object.entries(MAY_IMPORT).map(([room, allowed]) => ({

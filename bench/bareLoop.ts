@@ -18,7 +18,7 @@ import { loadConversation, metaName, policyName, SYSTEM_PROMPT, toolName, type A
 import type { LocalSandboxProvider } from '../sandboxes/local/localSandboxProvider.js';
 import type { FsTrajectoryStore } from '../stores/fsTrajectoryStore.js';
 import { loadTask } from '../tasks/loadTask.js';
-import { sandboxSpecForTask } from '../activities/tasks/sandboxSpecForTask.js';
+import { sandboxSpecForTask } from '../images/sandboxSpecForTask.js';
 import { verifyInPlace } from '../verifier/runVerifier.js';
 import { OpenAIPolicySchema, type PolicyConfig } from '../shared/pipeline.js';
 import { TOOL_SCHEMAS, type ChatMessage } from '../shared/tools.js';

@@ -11,7 +11,7 @@
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { ensureTaskImage } from '../activities/environment/taskImage.js';
+import { ensureTaskImage } from '../images/taskImage.js';
 import { KubernetesSandboxProvider } from '../sandboxes/kubernetes/kubernetesSandboxProvider.js';
 import { loadTask } from '../tasks/loadTask.js';
 import type { SandboxSpec } from '../shared/sandbox.js';

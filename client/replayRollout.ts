@@ -6,10 +6,10 @@
  */
 import type { Client } from '@temporalio/client';
 import { executeToolCall } from '../activities/agent/executeTool.js';
-import { taskEnvironment } from '../activities/environment/taskEnvironment.js';
+import { taskEnvironment } from '../images/taskEnvironment.js';
 import { loadTask } from '../tasks/loadTask.js';
 import { withNetwork } from '../tasks/taskNetwork.js';
-import { sandboxSpecForTask } from '../activities/tasks/sandboxSpecForTask.js';
+import { sandboxSpecForTask } from '../images/sandboxSpecForTask.js';
 import type { TrajectoryStore } from '../stores/trajectoryStore.js';
 import { verifyCleanRoom, verifyInPlace } from '../verifier/runVerifier.js';
 import type { RolloutResult } from '../shared/pipeline.js';

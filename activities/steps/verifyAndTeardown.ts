@@ -8,9 +8,9 @@ import type { TeardownReport } from '../../shared/sandbox.js';
 import { activityLog } from '../activityLog.js';
 import { attributeVerifyFailure } from '../../verifier/attribution/attributeFailure.js';
 import type { TeardownInput, VerifyInput, VerifyOutput, VerifyThenTeardownOutput } from '../contract.js';
-import { taskEnvironment } from '../environment/taskEnvironment.js';
+import { taskEnvironment } from '../../images/taskEnvironment.js';
 import { withHeartbeats } from '../heartbeats.js';
-import { sandboxSpecForTask } from '../tasks/sandboxSpecForTask.js';
+import { sandboxSpecForTask } from '../../images/sandboxSpecForTask.js';
 import { verifyCleanRoom, verifyInPlace } from '../../verifier/runVerifier.js';
 import { taskOfGroup, type ActivityContext } from './activityContext.js';
 

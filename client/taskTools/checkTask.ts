@@ -15,12 +15,12 @@ import type { LoadedTask, TaskNetwork } from '../../shared/task.js';
 import { uploadDirectory } from '../../sandboxes/uploadDirectory.js';
 import { verifyByMode, type VerifyMode } from '../../verifier/runVerifier.js';
 import { exploitBudgetSec, runRedTeam, type RedTeamReport } from './redTeam/runRedTeam.js';
-import { taskEnvironment, type TaskEnvironment } from '../../activities/environment/taskEnvironment.js';
+import { taskEnvironment, type TaskEnvironment } from '../../images/taskEnvironment.js';
 import { ClassifiedError, failureName } from '../../shared/failures.js';
-import { sandboxSpecForTask } from '../../activities/tasks/sandboxSpecForTask.js';
+import { sandboxSpecForTask } from '../../images/sandboxSpecForTask.js';
 import { mapConcurrently } from '../../shared/mapConcurrently.js';
 import { unreachableHosts, type OutsideWorldNeed } from '../../tasks/outsideWorld.js';
-import { missingAptVersions } from '../../activities/environment/taskImage.js';
+import { missingAptVersions } from '../../images/taskImage.js';
 
 export interface TaskCheckCase {
   name: string;

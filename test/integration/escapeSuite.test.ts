@@ -23,7 +23,7 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { ESCAPE_ATTEMPTS, ESCAPE_MARKER, escapeHostPaths, type EscapeContext } from '../../activities/policies/adversarialPolicy.js';
 import { loadTask } from '../../tasks/loadTask.js';
-import { DEFAULT_TASK_MEMORY_MB, SANDBOX_PIDS_LIMIT } from '../../activities/tasks/sandboxSpecForTask.js';
+import { DEFAULT_TASK_MEMORY_MB, SANDBOX_PIDS_LIMIT } from '../../images/sandboxSpecForTask.js';
 import { loadTrajectory } from '../../client/loadTrajectory.js';
 import { submitBatch } from '../../client/submitBatch.js';
 import type { GroupResult, RolloutResult } from '../../shared/pipeline.js';

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { ensureTaskImage } from '../../activities/environment/taskImage.js';
+import { ensureTaskImage } from '../../images/taskImage.js';
 import { KubernetesSandboxProvider } from '../../sandboxes/kubernetes/kubernetesSandboxProvider.js';
 import { reapSandboxes } from '../../sandboxes/reaper/reapSandboxes.js';
 import { temporalOwnerStatus } from '../../activities/reaper/temporalOwnerStatus.js';

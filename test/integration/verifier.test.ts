@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { LocalSandboxProvider } from '../../sandboxes/local/localSandboxProvider.js';
 import { checkTask } from '../../client/taskTools/checkTask.js';
 import { loadTask } from '../../tasks/loadTask.js';
-import { sandboxSpecForTask } from '../../activities/tasks/sandboxSpecForTask.js';
+import { sandboxSpecForTask } from '../../images/sandboxSpecForTask.js';
 import { shellQuote, uploadDirectory } from '../../sandboxes/uploadDirectory.js';
 import { verifyCleanRoom, verifyInPlace, type VerifyOutcome } from '../../verifier/runVerifier.js';
 import type { LoadedTask } from '../../shared/task.js';

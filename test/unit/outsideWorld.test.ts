@@ -4,7 +4,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { missingAptVersions } from '../../activities/environment/taskImage.js';
+import { missingAptVersions } from '../../images/taskImage.js';
 import { beyondRegistries, describeOutsideWorldNeed, unreachableHosts } from '../../tasks/outsideWorld.js';
 
 test('hosts out of reach are read from curl, uv, requests, wget, apt and git; registries and what the image provides are not counted', () => {

@@ -15,8 +15,8 @@ import type { SandboxHandle, SandboxProvider, SandboxSpec } from '../../../share
 import type { LoadedTask } from '../../../shared/task.js';
 import { uploadDirectory } from '../../../sandboxes/uploadDirectory.js';
 import { verifyByMode, type VerifyMode } from '../../../verifier/runVerifier.js';
-import type { TaskEnvironment } from '../../../activities/environment/taskEnvironment.js';
-import { sandboxSpecForTask } from '../../../activities/tasks/sandboxSpecForTask.js';
+import type { TaskEnvironment } from '../../../images/taskEnvironment.js';
+import { sandboxSpecForTask } from '../../../images/sandboxSpecForTask.js';
 import { exploitsFor, parseSurvey, surveyCommand, type WorkspaceSurvey } from './exploits.js';
 import { mapConcurrently } from '../../../shared/mapConcurrently.js';
 

@@ -8,7 +8,7 @@
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ClassifiedError } from '../../shared/failures.js';
+import { ClassifiedError } from '../shared/failures.js';
 import { withBuildStorage } from './buildStorage.js';
 import { withFileLock } from './fileLock.js';
 import { imageExists, imageId, runTool, runToolOk, type ImageTools } from './imageTools.js';

@@ -18,8 +18,8 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ClassifiedError } from '../../shared/failures.js';
-import { attachUserNetwork, detachUserNetwork } from '../../sandboxes/local/userNetwork.js';
+import { ClassifiedError } from '../shared/failures.js';
+import { attachUserNetwork, detachUserNetwork } from '../sandboxes/local/userNetwork.js';
 
 const SETPRIV = '/usr/bin/setpriv';
 const UNSHARE = '/usr/bin/unshare';

@@ -21,7 +21,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { z } from 'zod';
-import { ClassifiedError } from '../../shared/failures.js';
+import { ClassifiedError } from '../shared/failures.js';
 import { cpythonRelease, type CpythonRelease } from './cpythonSource.js';
 import { ubuntuToolchainHook } from './ubuntuToolchain.js';
 

@@ -5,8 +5,8 @@
  * so each sees the same image, the same verifier toolchain and the same
  * environment identity.
  */
-import type { LoadedTask } from '../../shared/task.js';
-import type { VerifyOptions } from '../../verifier/runVerifier.js';
+import type { LoadedTask } from '../shared/task.js';
+import type { VerifyOptions } from '../verifier/runVerifier.js';
 import { ensureTaskImage, imageIdentity, VERIFIER_TOOLS_PATH, type TaskImage } from './taskImage.js';
 
 export interface TaskEnvironment {

@@ -10,7 +10,7 @@ import type { BaseImage } from './baseImage.js';
 import { cleanStorage } from './buildStorage.js';
 import { runTool, type ImageTools } from './imageTools.js';
 import type { TaskImage } from './taskImage.js';
-import { pidsWhere } from '../../shared/hostProcesses.js';
+import { pidsWhere } from '../shared/hostProcesses.js';
 
 export interface CachedImage {
   image: TaskImage;

@@ -16,7 +16,7 @@
  */
 import { lstatSync } from 'node:fs';
 import { join } from 'node:path';
-import { ClassifiedError } from '../../shared/failures.js';
+import { ClassifiedError } from '../shared/failures.js';
 
 interface RunMount {
   type: string;

@@ -18,7 +18,7 @@
 import { createHash } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ClassifiedError } from '../../shared/failures.js';
+import { ClassifiedError } from '../shared/failures.js';
 import { withBuildStorage } from './buildStorage.js';
 import { withFileLock } from './fileLock.js';
 import { imageExists, runTool, runToolOk, type ImageTools } from './imageTools.js';

@@ -9,8 +9,8 @@
 import { spawn } from 'node:child_process';
 import { createWriteStream, existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ClassifiedError } from '../../shared/failures.js';
-import { rolloutCacheDir } from '../../shared/cacheDir.js';
+import { ClassifiedError } from '../shared/failures.js';
+import { rolloutCacheDir } from '../shared/cacheDir.js';
 import { guardedArgv, killBuildCgroup, reapOrphanBuilds, recordBuild } from './buildProcesses.js';
 import { cleanStorageIfIdle } from './buildStorage.js';
 

@@ -14,7 +14,7 @@ import { createHash } from 'node:crypto';
 import { copyFileSync, existsSync, lstatSync, mkdirSync, mkdtempSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { arch } from 'node:os';
 import { join } from 'node:path';
-import { ClassifiedError } from '../../shared/failures.js';
+import { ClassifiedError } from '../shared/failures.js';
 import { withFileLock } from './fileLock.js';
 import { runTool, type ImageTools, type RunResult } from './imageTools.js';
 import { buildCgroupParent } from './buildProcesses.js';

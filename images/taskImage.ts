@@ -16,9 +16,9 @@
 import { createHash } from 'node:crypto';
 import { appendFileSync, existsSync, mkdirSync, readFileSync, renameSync, rmSync, utimesSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ClassifiedError } from '../../shared/failures.js';
-import type { LoadedTask } from '../../shared/task.js';
-import { hashTree } from '../../shared/hashTree.js';
+import { ClassifiedError } from '../shared/failures.js';
+import type { LoadedTask } from '../shared/task.js';
+import { hashTree } from '../shared/hashTree.js';
 import { baseForImage, DEBIAN_SUITES } from './baseMap.js';
 import { cpythonRelease, ensureCpythonSourceImage, type CpythonRelease } from './cpythonSource.js';
 import { buildCgroupParent } from './buildProcesses.js';
@@ -32,7 +32,7 @@ import { withFileLock } from './fileLock.js';
 import { imageExists, imageTools, runTool, runToolOk } from './imageTools.js';
 import { ensureToolImage, type ToolImage } from './toolImages.js';
 import { readVerifierNeeds } from './verifierNeeds.js';
-import { beyondRegistries } from '../../tasks/outsideWorld.js';
+import { beyondRegistries } from '../tasks/outsideWorld.js';
 import { ensureWheelhouse } from './wheelhouse.js';
 
 /** Bump when the way images are made changes, so old cache entries are not taken for new ones. */

@@ -1,8 +1,8 @@
 /** The sandbox a task asks for: its starting files, workdir, limits and network. */
-import { ClassifiedError } from '../../shared/failures.js';
-import type { SandboxOwner, SandboxSpec } from '../../shared/sandbox.js';
-import type { LoadedTask } from '../../shared/task.js';
-import { VERIFIER_TOOLS_PATH, type TaskImage } from '../environment/taskImage.js';
+import { ClassifiedError } from '../shared/failures.js';
+import type { SandboxOwner, SandboxSpec } from '../shared/sandbox.js';
+import type { LoadedTask } from '../shared/task.js';
+import { VERIFIER_TOOLS_PATH, type TaskImage } from './taskImage.js';
 
 /** Harbor's default when a task declares no memory ([environment] memory_mb). */
 export const DEFAULT_TASK_MEMORY_MB = 2048;

@@ -4,7 +4,7 @@
  * stage stays) and the final stage's USER (additions for the verifier are
  * installed as root).
  */
-import { ClassifiedError } from '../../shared/failures.js';
+import { ClassifiedError } from '../shared/failures.js';
 
 export interface FromLine {
   /** The image as written. */

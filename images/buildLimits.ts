@@ -11,8 +11,8 @@
  */
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { ClassifiedError } from '../../shared/failures.js';
-import type { LoadedTask } from '../../shared/task.js';
+import { ClassifiedError } from '../shared/failures.js';
+import type { LoadedTask } from '../shared/task.js';
 
 const CGROUP_ROOT = '/sys/fs/cgroup';
 export const DEFAULT_BUILD_TIMEOUT_SEC = 600;

@@ -19,11 +19,11 @@
 import { randomBytes } from 'node:crypto';
 import { mkdirSync, readdirSync, readFileSync, rmdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { HolderSchema, holderAlive, thisProcess } from '../../sandboxes/local/holderProcess.js';
-import { processStartTime } from '../../sandboxes/local/procfs.js';
+import { HolderSchema, holderAlive, thisProcess } from '../sandboxes/local/holderProcess.js';
+import { processStartTime } from '../sandboxes/local/procfs.js';
 import { markStorageForCleaning } from './buildStorage.js';
 import { z } from 'zod';
-import { pidsWhere, statFields } from '../../shared/hostProcesses.js';
+import { pidsWhere, statFields } from '../shared/hostProcesses.js';
 
 const SETPRIV = '/usr/bin/setpriv';
 /**
