@@ -8,6 +8,8 @@
  *   stores/      the trajectory stores (file system, PostgreSQL)
  *   verifier/    running a task's tests in a sandbox for its reward, and failure attribution
  *   images/      the image builder: a Dockerfile task's root filesystem, the sandbox spec of a task
+ *   policies/    the policy clients (OpenAI-compatible, token-level, scripted, adversarial) and
+ *                what a call needs: admission, sampling, generation budgets, tokens, tool-call parsing
  *   activities/  the engine and its Temporal activities (sandboxes, policies, tasks, stores, images)
  *   workflows/   deterministic workflow code: shared/, and activities/ as types only (lint enforces
  *                the type-only part: eslint.config.js)
@@ -19,7 +21,7 @@
  *
  * And no import circles anywhere, types included: a circle is two files that cannot be read apart.
  */
-const ROOMS = ['shared', 'activities', 'sandboxes', 'tasks', 'verifier', 'images', 'stores', 'workflows', 'workers', 'servers', 'cluster', 'client', 'bench'];
+const ROOMS = ['shared', 'activities', 'sandboxes', 'tasks', 'verifier', 'images', 'policies', 'stores', 'workflows', 'workers', 'servers', 'cluster', 'client', 'bench'];
 
 /** What each room may import besides itself. */
 const MAY_IMPORT = {
@@ -29,13 +31,14 @@ const MAY_IMPORT = {
   stores: ['shared'],
   verifier: ['shared', 'sandboxes'],
   images: ['shared', 'sandboxes', 'tasks', 'verifier'],
-  activities: ['shared', 'sandboxes', 'tasks', 'stores', 'verifier', 'images'],
+  policies: ['shared'],
+  activities: ['shared', 'sandboxes', 'tasks', 'stores', 'verifier', 'images', 'policies'],
   workflows: ['shared', 'activities'],
   workers: ['shared', 'activities', 'workflows', 'sandboxes', 'stores'],
   servers: ['shared'],
   cluster: ['shared', 'servers', 'workers'],
-  client: ['shared', 'sandboxes', 'tasks', 'stores', 'verifier', 'images', 'activities', 'workflows', 'workers', 'servers', 'cluster'],
-  bench: ['shared', 'sandboxes', 'tasks', 'stores', 'verifier', 'images', 'activities', 'workflows', 'workers', 'servers', 'cluster', 'client', 'test'],
+  client: ['shared', 'sandboxes', 'tasks', 'stores', 'verifier', 'images', 'policies', 'activities', 'workflows', 'workers', 'servers', 'cluster'],
+  bench: ['shared', 'sandboxes', 'tasks', 'stores', 'verifier', 'images', 'policies', 'activities', 'workflows', 'workers', 'servers', 'cluster', 'client', 'test'],
 };
 
 const layerRules = Object.entries(MAY_IMPORT).map(([room, allowed]) => ({

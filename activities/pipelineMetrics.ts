@@ -5,7 +5,7 @@
  */
 import { noopMetricMeter, type MetricMeter } from '@temporalio/common';
 import { METRIC } from '../shared/metricNames.js';
-import type { InferenceLoad } from './policies/admission/inferenceLoad.js';
+import type { InferenceLoad } from '../policies/admission/inferenceLoad.js';
 
 export interface PipelineMetrics {
   policyCall(model: string, latencyMs: number): void;

@@ -12,7 +12,7 @@
  * The difference between the two baselines is the store's share; what is left
  * between that and the pipeline is Temporal's.
  */
-import { OpenAIPolicy } from '../activities/policies/openaiPolicy.js';
+import { OpenAIPolicy } from '../policies/openaiPolicy.js';
 import { executeToolCall } from '../activities/agent/executeTool.js';
 import { loadConversation, metaName, policyName, SYSTEM_PROMPT, toolName, type AttemptMeta, type PolicyTurnRecord, type ToolTurnRecord } from '../activities/agent/conversation.js';
 import type { LocalSandboxProvider } from '../sandboxes/local/localSandboxProvider.js';

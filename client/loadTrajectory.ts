@@ -5,7 +5,7 @@
  * trainer needs to build training samples from a group result.
  */
 import type { AttemptMeta, PolicyTurnRecord, ToolTurnRecord } from '../activities/agent/conversation.js';
-import { turnTokensOf } from '../activities/policies/tokens/turnTokensOf.js';
+import { turnTokensOf } from '../policies/tokens/turnTokensOf.js';
 import { attemptPrefix, type TrajectoryStore } from '../stores/trajectoryStore.js';
 
 export interface TrajectoryTurn {

@@ -6,9 +6,9 @@
 import type { SandboxStateDigest } from '../../shared/sandbox.js';
 import type { PrefixCheck } from '../../shared/tokens.js';
 import type { ChatMessage, ToolSchema } from '../../shared/tools.js';
-import type { PolicyResponse } from '../policies/policyClient.js';
+import type { PolicyResponse } from '../../policies/policyClient.js';
 import { attemptPrefix, turnName, type TrajectoryStore } from '../../stores/trajectoryStore.js';
-import type { Admission } from '../policies/admission/admissionGate.js';
+import type { Admission } from '../../policies/admission/admissionGate.js';
 
 export const SYSTEM_PROMPT =
   'You are an agent solving a task inside an isolated Linux environment with no network. ' +

@@ -8,8 +8,8 @@
  */
 import type { PolicyTurnRecord } from '../agent/conversation.js';
 import { callPolicy, type PolicyCall } from '../policies/meteredPolicyCall.js';
-import type { PolicyResponse } from '../policies/policyClient.js';
-import type { TurnTokenStatus } from '../policies/tokens/turnIntegrity.js';
+import type { PolicyResponse } from '../../policies/policyClient.js';
+import type { TurnTokenStatus } from '../../policies/tokens/turnIntegrity.js';
 import type { ChatMessage, ToolSchema } from '../../shared/tools.js';
 
 /** Fields of the harness's request the group's sampling replaces (recorded, never sent). */

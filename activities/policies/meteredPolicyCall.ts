@@ -10,8 +10,8 @@ import type { Logger } from 'pino';
 import type { MissingTokens, TurnTokens } from '../../shared/tokens.js';
 import type { PolicyTurnRecord } from '../agent/conversation.js';
 import type { PipelineMetrics } from '../pipelineMetrics.js';
-import type { PolicyClient, PolicyRequest, PolicyResponse } from './policyClient.js';
-import { turnIntegrity } from './tokens/turnIntegrity.js';
+import type { PolicyClient, PolicyRequest, PolicyResponse } from '../../policies/policyClient.js';
+import { turnIntegrity } from '../../policies/tokens/turnIntegrity.js';
 
 /** The request as the client takes it, with the previous turn's tokens as the rollout holds them. */
 export interface PolicyCall extends Omit<PolicyRequest, 'previousTokens' | 'sessionKey' | 'policyVersion'> {

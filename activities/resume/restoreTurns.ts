@@ -16,8 +16,8 @@ import type { SandboxHandle, SandboxProvider } from '../../shared/sandbox.js';
 import { attemptPrefix, type TrajectoryStore } from '../../stores/trajectoryStore.js';
 import { policyName, toolName, type PolicyTurnRecord, type ToolTurnRecord } from '../agent/conversation.js';
 import { parseToolCall } from '../agent/toolArguments.js';
-import { turnIntegrity, type TurnTokenStatus } from '../policies/tokens/turnIntegrity.js';
-import { turnTokensOf } from '../policies/tokens/turnTokensOf.js';
+import { turnIntegrity, type TurnTokenStatus } from '../../policies/tokens/turnIntegrity.js';
+import { turnTokensOf } from '../../policies/tokens/turnTokensOf.js';
 import { readRecordedTurns, type RecordedAttempt, type RecordedTurn } from './recordedTurns.js';
 import { replayTurns } from './replayTurns.js';
 

@@ -11,8 +11,8 @@ import { activityLog } from '../activityLog.js';
 import type { PolicyStepInput, PolicyStepOutput } from '../contract.js';
 import { withHeartbeats } from '../heartbeats.js';
 import { callPolicy } from '../policies/meteredPolicyCall.js';
-import { turnIntegrity, type TurnTokenStatus } from '../policies/tokens/turnIntegrity.js';
-import { turnTokensOf } from '../policies/tokens/turnTokensOf.js';
+import { turnIntegrity, type TurnTokenStatus } from '../../policies/tokens/turnIntegrity.js';
+import { turnTokensOf } from '../../policies/tokens/turnTokensOf.js';
 import { loadSubmittedTask, type ActivityContext } from './activityContext.js';
 
 /**

@@ -144,7 +144,7 @@ def main():
     params.cpuparams_batch.n_threads = args.threads
     params.use_jinja = True
     params.chat_template = template
-    # The load the pipeline admits policy calls by (activities/policies/admission/): /slots is on by
+    # The load the pipeline admits policy calls by (policies/admission/): /slots is on by
     # default; /metrics (requests processing and deferred, KV cache usage) is not.
     params.endpoint_slots = True
     params.endpoint_metrics = True

@@ -15,7 +15,7 @@ import type { SandboxProvider } from '../../shared/sandbox.js';
 import { LocalSandboxProvider } from '../../sandboxes/local/localSandboxProvider.js';
 import { FsTrajectoryStore } from '../../stores/fsTrajectoryStore.js';
 import type { TrajectoryStore } from '../../stores/trajectoryStore.js';
-import type { PolicyClient } from '../../activities/policies/policyClient.js';
+import type { PolicyClient } from '../../policies/policyClient.js';
 import { temporalOwnerStatus } from '../../activities/reaper/temporalOwnerStatus.js';
 import { createLogger } from '../../workers/logger.js';
 import { bundlePipelineWorkflows, createPipelineWorkers, type PipelineWorkers } from '../../workers/pipelineWorkers.js';

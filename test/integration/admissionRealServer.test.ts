@@ -10,7 +10,7 @@ import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import type { PolicyTurnRecord } from '../../activities/agent/conversation.js';
-import { readInferenceLoad } from '../../activities/policies/admission/inferenceLoad.js';
+import { readInferenceLoad } from '../../policies/admission/inferenceLoad.js';
 import { submitBatch } from '../../client/submitBatch.js';
 import type { GroupResult } from '../../shared/pipeline.js';
 import type { RunningLlamaServer } from '../../servers/inference/llamaServer.js';

@@ -21,7 +21,7 @@ import { createServer, type AddressInfo, type Server } from 'node:net';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { ESCAPE_ATTEMPTS, ESCAPE_MARKER, escapeHostPaths, type EscapeContext } from '../../activities/policies/adversarialPolicy.js';
+import { ESCAPE_ATTEMPTS, ESCAPE_MARKER, escapeHostPaths, type EscapeContext } from '../../policies/adversarial/adversarialPolicy.js';
 import { loadTask } from '../../tasks/loadTask.js';
 import { DEFAULT_TASK_MEMORY_MB, SANDBOX_PIDS_LIMIT } from '../../images/sandboxSpecForTask.js';
 import { loadTrajectory } from '../../client/loadTrajectory.js';

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { dirname, join, resolve } from 'node:path';
 import { describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { OpenAIPolicy } from '../../activities/policies/openaiPolicy.js';
+import { OpenAIPolicy } from '../../policies/openaiPolicy.js';
 import { loadTask } from '../../tasks/loadTask.js';
 import { OpenAIPolicySchema } from '../../shared/pipeline.js';
 import type { ChatMessage } from '../../shared/tools.js';

@@ -1,7 +1,7 @@
 /** One step of a policy: given the conversation so far, the next assistant message. */
-import type { LoadedTask } from '../../shared/task.js';
-import type { MissingTokens, TurnTokens } from '../../shared/tokens.js';
-import type { AssistantMessage, ChatMessage, ToolCallParserName, ToolSchema } from '../../shared/tools.js';
+import type { LoadedTask } from '../shared/task.js';
+import type { MissingTokens, TurnTokens } from '../shared/tokens.js';
+import type { AssistantMessage, ChatMessage, ToolCallParserName, ToolSchema } from '../shared/tools.js';
 import type { AdmittedCall } from './admission/admitCall.js';
 import type { RequestRouting } from './routing/requestRouting.js';
 

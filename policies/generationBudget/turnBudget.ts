@@ -7,7 +7,7 @@
  * keeps the call inside the policyStep activity's 5-minute start-to-close
  * timeout, so the pipeline, not Temporal, decides what a timeout means.
  */
-import { DEFAULT_MAX_TOKENS_PER_TURN, MAX_REQUEST_TIMEOUT_MS } from '../../../shared/pipeline.js';
+import { DEFAULT_MAX_TOKENS_PER_TURN, MAX_REQUEST_TIMEOUT_MS } from '../../shared/pipeline.js';
 
 export const BASE_MS = 30_000;
 export const MS_PER_TOKEN_AT_FLOOR = 250;

@@ -5,7 +5,7 @@
  * A turn whose logprobs cannot be is flagged with why (`mismatch`); the export
  * leaves its rollout out unless asked to keep it (client/export/).
  */
-import type { SamplingParams, ServerKind, TurnSampling } from '../../../shared/tokens.js';
+import type { SamplingParams, ServerKind, TurnSampling } from '../../shared/tokens.js';
 import { shapingText, unshaped, type SamplingRequest } from './samplingRequest.js';
 
 interface GenerationSettings {

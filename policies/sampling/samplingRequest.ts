@@ -14,9 +14,9 @@
  */
 import { ApplicationFailure } from '@temporalio/common';
 import type { z } from 'zod';
-import { failureName } from '../../../shared/failures.js';
-import type { SamplingSchema } from '../../../shared/pipeline.js';
-import { SAMPLING_FIELDS_TAKEN, unsupportedSampling, type SamplingParamName, type SamplingParams, type ServerKind, type TurnSampling } from '../../../shared/tokens.js';
+import { failureName } from '../../shared/failures.js';
+import type { SamplingSchema } from '../../shared/pipeline.js';
+import { SAMPLING_FIELDS_TAKEN, unsupportedSampling, type SamplingParamName, type SamplingParams, type ServerKind, type TurnSampling } from '../../shared/tokens.js';
 import type { PolicyRequest } from '../policyClient.js';
 
 type Sampling = z.output<typeof SamplingSchema>;

@@ -5,11 +5,11 @@
 import { readFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import type { z } from 'zod';
-import type { ScriptedPolicySchema } from '../../shared/pipeline.js';
-import type { LoadedTask } from '../../shared/task.js';
-import type { AssistantMessage, ToolCall } from '../../shared/tools.js';
-import { listFiles } from '../../shared/hashTree.js';
-import { adversarialStep } from './adversarialPolicy.js';
+import type { ScriptedPolicySchema } from '../shared/pipeline.js';
+import type { LoadedTask } from '../shared/task.js';
+import type { AssistantMessage, ToolCall } from '../shared/tools.js';
+import { listFiles } from '../shared/hashTree.js';
+import { adversarialStep } from './adversarial/adversarialPolicy.js';
 import type { PolicyClient, PolicyRequest, PolicyResponse } from './policyClient.js';
 
 type Script = z.infer<typeof ScriptedPolicySchema>['script'];

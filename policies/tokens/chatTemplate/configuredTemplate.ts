@@ -10,7 +10,7 @@
  * llama.cpp does with the text its template renders.
  */
 import { Template } from '@huggingface/jinja';
-import { TOOL_SCHEMAS, type ChatMessage, type ToolSchema } from '../../../../shared/tools.js';
+import { TOOL_SCHEMAS, type ChatMessage, type ToolSchema } from '../../../shared/tools.js';
 
 /** Stands in for a trailing assistant message's content so the render can be cut right after it. */
 const SENTINEL = '\u0000continue-here\u0000';

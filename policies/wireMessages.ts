@@ -7,7 +7,7 @@
  * parse tool call arguments as JSON" otherwise, which would turn the model's
  * malformed call into an endless infra failure.
  */
-import type { ChatMessage, ToolCall } from '../../shared/tools.js';
+import type { ChatMessage, ToolCall } from '../shared/tools.js';
 
 function wireArguments(args: string): string {
   if (args.trim() === '') return '{}';

@@ -9,8 +9,8 @@
  */
 import { ApplicationFailure } from '@temporalio/common';
 import type { z } from 'zod';
-import { failureName } from '../../../shared/failures.js';
-import type { OpenAIPolicySchema } from '../../../shared/pipeline.js';
+import { failureName } from '../../shared/failures.js';
+import type { OpenAIPolicySchema } from '../../shared/pipeline.js';
 import type { PolicyClient, PolicyRequest, PolicyResponse } from '../policyClient.js';
 import { parseCompletionTokens } from './completionTokens.js';
 import { nextPromptIds } from './nextPromptIds.js';

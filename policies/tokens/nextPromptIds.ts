@@ -12,8 +12,8 @@
  * marker; the policy already generated that marker when its completion ended
  * with it (its last token), so it is not added twice.
  */
-import type { TurnTokens } from '../../../shared/tokens.js';
-import type { ChatMessage, ToolSchema } from '../../../shared/tools.js';
+import type { TurnTokens } from '../../shared/tokens.js';
+import type { ChatMessage, ToolSchema } from '../../shared/tools.js';
 import type { ServerEndpoints } from './serverEndpoints.js';
 
 /** Renders messages as the template does, a trailing assistant message continued (the server's /apply-template, or a configured template). */

@@ -1,6 +1,6 @@
 /** The admission of one call of an openai policy: its server's gate, with a wait that fits the policy call's time limit. */
 import type { z } from 'zod';
-import type { OpenAIPolicySchema } from '../../../shared/pipeline.js';
+import type { OpenAIPolicySchema } from '../../shared/pipeline.js';
 import { turnBudget } from '../generationBudget/turnBudget.js';
 import { serverKind } from '../sampling/serverKind.js';
 import { serverRoot } from '../tokens/serverEndpoints.js';

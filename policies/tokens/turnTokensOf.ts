@@ -5,7 +5,7 @@
  * prompt_token_ids, token_ids and logprobs), read the way a live answer is.
  * Undefined when the record says nothing about ids.
  */
-import type { MissingTokens, TurnTokens } from '../../../shared/tokens.js';
+import type { MissingTokens, TurnTokens } from '../../shared/tokens.js';
 import type { PolicyResponse } from '../policyClient.js';
 import { parseCompletionTokens, serverPromptIds } from './completionTokens.js';
 

@@ -6,8 +6,8 @@
  * endpoints (404/405) is remembered per process, so it costs one request.
  */
 import { ApplicationFailure } from '@temporalio/common';
-import { failureName } from '../../../shared/failures.js';
-import type { ChatMessage, ToolSchema } from '../../../shared/tools.js';
+import { failureName } from '../../shared/failures.js';
+import type { ChatMessage, ToolSchema } from '../../shared/tools.js';
 
 const UNAVAILABLE = failureName({ failureClass: 'infra', type: 'policy_unavailable' });
 const OVERFLOW = failureName({ failureClass: 'model', type: 'context_overflow' });

@@ -5,8 +5,8 @@
  * template and tokenizer endpoints (llama.cpp), checked against the prompt
  * token count the server reports. What cannot be had is recorded with why.
  */
-import type { MissingTokens, TurnTokens } from '../../../shared/tokens.js';
-import type { ChatMessage, ToolSchema } from '../../../shared/tools.js';
+import type { MissingTokens, TurnTokens } from '../../shared/tokens.js';
+import type { ChatMessage, ToolSchema } from '../../shared/tools.js';
 import { parseCompletionTokens, serverPromptIds } from './completionTokens.js';
 import { EndpointMissing, type ServerEndpoints } from './serverEndpoints.js';
 

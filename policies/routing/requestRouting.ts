@@ -7,7 +7,7 @@
  *     sent there (a strict server would refuse an unknown field) and the turn says so.
  * Each turn records what was sent and whether the server kind is one documented to honour it.
  */
-import type { ServerKind } from '../../../shared/tokens.js';
+import type { ServerKind } from '../../shared/tokens.js';
 
 export const SESSION_HEADER = 'X-Session-ID';
 

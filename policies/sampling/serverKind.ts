@@ -7,8 +7,8 @@
  * reach the server is infra (retried), and is not remembered.
  */
 import { ApplicationFailure } from '@temporalio/common';
-import { failureName } from '../../../shared/failures.js';
-import type { ServerKind } from '../../../shared/tokens.js';
+import { failureName } from '../../shared/failures.js';
+import type { ServerKind } from '../../shared/tokens.js';
 
 const known = new Map<string, Promise<ServerKind>>();
 

@@ -3,7 +3,7 @@
  * ids must begin with the previous turn's prompt + completion ids. A break is
  * recorded with its position, never patched; the workflow gets the short form.
  */
-import { checkPrefix, type MissingTokens, type PrefixCheck, type TurnTokens } from '../../../shared/tokens.js';
+import { checkPrefix, type MissingTokens, type PrefixCheck, type TurnTokens } from '../../shared/tokens.js';
 
 /** What the workflow learns about one turn's tokens (small: it goes through history). */
 export interface TurnTokenStatus {

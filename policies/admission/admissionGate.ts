@@ -11,7 +11,7 @@
  * never part of the model's time. One gate per server per worker process: every call of the process
  * to that server shares its readings.
  */
-import type { ServerKind } from '../../../shared/tokens.js';
+import type { ServerKind } from '../../shared/tokens.js';
 import { describeLoad, readInferenceLoad, type InferenceLoad } from './inferenceLoad.js';
 
 export interface AdmissionSettings {

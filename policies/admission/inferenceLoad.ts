@@ -7,7 +7,7 @@
  *   SGLang     GET /metrics (sglang:num_running_reqs, sglang:num_queue_reqs, sglang:token_usage 0..1)
  * A generic OpenAI-compatible endpoint reports nothing: its load is unknown (null), never guessed.
  */
-import type { ServerKind } from '../../../shared/tokens.js';
+import type { ServerKind } from '../../shared/tokens.js';
 
 export interface InferenceLoad {
   kind: ServerKind;

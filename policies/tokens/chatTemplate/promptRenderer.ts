@@ -6,8 +6,8 @@
  */
 import { createHash } from 'node:crypto';
 import { ApplicationFailure } from '@temporalio/common';
-import { failureName } from '../../../../shared/failures.js';
-import type { ChatTemplate, TurnTokens } from '../../../../shared/tokens.js';
+import { failureName } from '../../../shared/failures.js';
+import type { ChatTemplate, TurnTokens } from '../../../shared/tokens.js';
 import type { RenderPrompt } from '../nextPromptIds.js';
 import type { ServerEndpoints } from '../serverEndpoints.js';
 import { ConfiguredTemplate } from './configuredTemplate.js';

@@ -7,7 +7,7 @@
  * policy activity's retries and never shown to the model.
  */
 import { ApplicationFailure } from '@temporalio/common';
-import { failureName } from '../../../shared/failures.js';
+import { failureName } from '../../shared/failures.js';
 import { probeEndpoint } from './endpointProbe.js';
 import type { TurnBudget } from './turnBudget.js';
 

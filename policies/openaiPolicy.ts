@@ -10,9 +10,9 @@
  */
 import { ApplicationFailure } from '@temporalio/common';
 import type { z } from 'zod';
-import { failureName } from '../../shared/failures.js';
-import type { OpenAIPolicySchema } from '../../shared/pipeline.js';
-import type { AssistantMessage, ChatMessage, ToolCall } from '../../shared/tools.js';
+import { failureName } from '../shared/failures.js';
+import type { OpenAIPolicySchema } from '../shared/pipeline.js';
+import type { AssistantMessage, ChatMessage, ToolCall } from '../shared/tools.js';
 import type { PolicyClient, PolicyRequest, PolicyResponse } from './policyClient.js';
 import { timedOutCall } from './generationBudget/timedOutCall.js';
 import { turnBudget } from './generationBudget/turnBudget.js';

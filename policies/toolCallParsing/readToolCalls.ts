@@ -6,7 +6,7 @@
  * `tool_calls` (so the next request renders them as calls) and the content
  * the model wrote is kept whole in `rawContent`.
  */
-import { TOOL_CALL_PARSERS, type AssistantMessage, type ToolCall, type ToolCallParserName } from '../../../shared/tools.js';
+import { TOOL_CALL_PARSERS, type AssistantMessage, type ToolCall, type ToolCallParserName } from '../../shared/tools.js';
 import { parseBareJson, parseFencedJson, parseHermesTags, type TextParse } from './textToolCalls.js';
 
 const TEXT_PARSERS: Record<Exclude<ToolCallParserName, 'server'>, (content: string) => TextParse> = {
