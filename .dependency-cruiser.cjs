@@ -10,6 +10,8 @@
  *   images/      the image builder: a Dockerfile task's root filesystem, the sandbox spec of a task
  *   policies/    the policy clients (OpenAI-compatible, token-level, scripted, adversarial) and
  *                what a call needs: admission, sampling, generation budgets, tokens, tool-call parsing
+ *   agent/       the agent's side of a turn: its policy call (metered), its tool calls, the
+ *                conversation as stored, the pipeline's metrics
  *   activities/  the engine and its Temporal activities (sandboxes, policies, tasks, stores, images)
  *   workflows/   deterministic workflow code: shared/, and activities/ as types only (lint enforces
  *                the type-only part: eslint.config.js)
@@ -21,7 +23,7 @@
  *
  * And no import circles anywhere, types included: a circle is two files that cannot be read apart.
  */
-const ROOMS = ['shared', 'activities', 'sandboxes', 'tasks', 'verifier', 'images', 'policies', 'stores', 'workflows', 'workers', 'servers', 'cluster', 'client', 'bench'];
+const ROOMS = ['shared', 'activities', 'sandboxes', 'tasks', 'verifier', 'images', 'policies', 'agent', 'stores', 'workflows', 'workers', 'servers', 'cluster', 'client', 'bench'];
 
 /** What each room may import besides itself. */
 const MAY_IMPORT = {
@@ -32,13 +34,14 @@ const MAY_IMPORT = {
   verifier: ['shared', 'sandboxes'],
   images: ['shared', 'sandboxes', 'tasks', 'verifier'],
   policies: ['shared'],
-  activities: ['shared', 'sandboxes', 'tasks', 'stores', 'verifier', 'images', 'policies'],
+  agent: ['shared', 'policies', 'stores'],
+  activities: ['shared', 'sandboxes', 'tasks', 'stores', 'verifier', 'images', 'policies', 'agent'],
   workflows: ['shared', 'activities'],
-  workers: ['shared', 'activities', 'workflows', 'sandboxes', 'stores'],
+  workers: ['shared', 'activities', 'workflows', 'sandboxes', 'stores', 'agent'],
   servers: ['shared'],
   cluster: ['shared', 'servers', 'workers'],
-  client: ['shared', 'sandboxes', 'tasks', 'stores', 'verifier', 'images', 'policies', 'activities', 'workflows', 'workers', 'servers', 'cluster'],
-  bench: ['shared', 'sandboxes', 'tasks', 'stores', 'verifier', 'images', 'policies', 'activities', 'workflows', 'workers', 'servers', 'cluster', 'client', 'test'],
+  client: ['shared', 'sandboxes', 'tasks', 'stores', 'verifier', 'images', 'policies', 'agent', 'activities', 'workflows', 'workers', 'servers', 'cluster'],
+  bench: ['shared', 'sandboxes', 'tasks', 'stores', 'verifier', 'images', 'policies', 'agent', 'activities', 'workflows', 'workers', 'servers', 'cluster', 'client', 'test'],
 };
 
 const layerRules = Object.entries(MAY_IMPORT).map(([room, allowed]) => ({

@@ -13,8 +13,8 @@
  * between that and the pipeline is Temporal's.
  */
 import { OpenAIPolicy } from '../policies/openaiPolicy.js';
-import { executeToolCall } from '../activities/agent/executeTool.js';
-import { loadConversation, metaName, policyName, SYSTEM_PROMPT, toolName, type AttemptMeta, type PolicyTurnRecord, type ToolTurnRecord } from '../activities/agent/conversation.js';
+import { executeToolCall } from '../agent/executeTool.js';
+import { loadConversation, metaName, policyName, SYSTEM_PROMPT, toolName, type AttemptMeta, type PolicyTurnRecord, type ToolTurnRecord } from '../agent/conversation.js';
 import type { LocalSandboxProvider } from '../sandboxes/local/localSandboxProvider.js';
 import type { FsTrajectoryStore } from '../stores/fsTrajectoryStore.js';
 import { loadTask } from '../tasks/loadTask.js';

@@ -18,7 +18,7 @@ import { join } from 'node:path';
 import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Client, Connection } from '@temporalio/client';
 import { NativeConnection, Runtime, type WorkflowBundleWithSourceMap } from '@temporalio/worker';
-import { pipelineMetrics } from '../activities/pipelineMetrics.js';
+import { pipelineMetrics } from '../agent/pipelineMetrics.js';
 import { temporalOwnerStatus } from '../activities/reaper/temporalOwnerStatus.js';
 import { LocalSandboxProvider } from '../sandboxes/local/localSandboxProvider.js';
 import type { SpawnVia } from '../sandboxes/local/sandboxSpawner.js';

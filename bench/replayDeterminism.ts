@@ -10,7 +10,7 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { parseArgs } from 'node:util';
-import { executeToolCall } from '../activities/agent/executeTool.js';
+import { executeToolCall } from '../agent/executeTool.js';
 import { taskEnvironment } from '../images/taskEnvironment.js';
 import { listFiles } from '../shared/hashTree.js';
 import { loadTask } from '../tasks/loadTask.js';

@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import type { PolicyTurnRecord } from '../activities/agent/conversation.js';
+import type { PolicyTurnRecord } from '../agent/conversation.js';
 import { loadTrajectory } from '../client/loadTrajectory.js';
 import { submitBatch } from '../client/submitBatch.js';
 import type { GroupResult, RolloutResult } from '../shared/pipeline.js';

@@ -5,7 +5,7 @@
  * that does not points at the environment (non-determinism) or infra.
  */
 import type { Client } from '@temporalio/client';
-import { executeToolCall } from '../activities/agent/executeTool.js';
+import { executeToolCall } from '../agent/executeTool.js';
 import { taskEnvironment } from '../images/taskEnvironment.js';
 import { loadTask } from '../tasks/loadTask.js';
 import { withNetwork } from '../tasks/taskNetwork.js';

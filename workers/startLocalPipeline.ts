@@ -7,7 +7,7 @@
  */
 import { hostname } from 'node:os';
 import { Runtime } from '@temporalio/worker';
-import { pipelineMetrics } from '../activities/pipelineMetrics.js';
+import { pipelineMetrics } from '../agent/pipelineMetrics.js';
 import { temporalOwnerStatus } from '../activities/reaper/temporalOwnerStatus.js';
 import { TASK_QUEUES } from '../shared/names.js';
 import { ensureJanitorSchedule } from './janitorSchedule.js';

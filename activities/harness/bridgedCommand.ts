@@ -4,7 +4,7 @@
  * call of the turn whose answer asked for it (ToolTurnRecord), and answered as the harness expects.
  */
 import type { SandboxHandle, SandboxProvider } from '../../shared/sandbox.js';
-import type { ToolTurnRecord } from '../agent/conversation.js';
+import type { ToolTurnRecord } from '../../agent/conversation.js';
 
 export interface BridgedCommand {
   command: string;

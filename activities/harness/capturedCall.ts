@@ -2,12 +2,12 @@
  * One model call of a harness, captured: the harness's request is forwarded to the real inference
  * server by the group's own policy client (its sampling, token mode, admission and tool-call parser;
  * what the harness asked for itself is kept beside, not sent), through the one path every policy call
- * takes (policies/meteredPolicyCall.ts), and the answer is recorded as a turn of
+ * takes (agent/meteredPolicyCall.ts), and the answer is recorded as a turn of
  * the rollout (PolicyTurnRecord: prompt and completion ids, logprobs, policy version, parsers) before
  * the harness gets it back as an OpenAI chat completion.
  */
-import type { PolicyTurnRecord } from '../agent/conversation.js';
-import { callPolicy, type PolicyCall } from '../policies/meteredPolicyCall.js';
+import type { PolicyTurnRecord } from '../../agent/conversation.js';
+import { callPolicy, type PolicyCall } from '../../agent/meteredPolicyCall.js';
 import type { PolicyResponse } from '../../policies/policyClient.js';
 import type { TurnTokenStatus } from '../../policies/tokens/turnIntegrity.js';
 import type { ChatMessage, ToolSchema } from '../../shared/tools.js';

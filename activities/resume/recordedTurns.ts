@@ -5,8 +5,8 @@
  * and died before the server heard of it.
  */
 import type { ToolCall } from '../../shared/tools.js';
-import { policyName, toolName, type PolicyTurnRecord, type ToolTurnRecord } from '../agent/conversation.js';
-import { parseToolCall } from '../agent/toolArguments.js';
+import { policyName, toolName, type PolicyTurnRecord, type ToolTurnRecord } from '../../agent/conversation.js';
+import { parseToolCall } from '../../agent/toolArguments.js';
 import type { TrajectoryStore } from '../../stores/trajectoryStore.js';
 
 export interface RecordedTurn {

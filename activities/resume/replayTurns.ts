@@ -6,7 +6,7 @@
  * recorded text, which is kept; it is counted, not a reason to refuse.
  */
 import type { SandboxHandle, SandboxProvider, SandboxStateDigest } from '../../shared/sandbox.js';
-import { executeToolCall } from '../agent/executeTool.js';
+import { executeToolCall } from '../../agent/executeTool.js';
 import { runsInSandbox, type RecordedTurn } from './recordedTurns.js';
 
 export interface ReplayLimits {

@@ -10,7 +10,7 @@ import type { SandboxProvider } from '../../shared/sandbox.js';
 import type { LoadedTask, TaskRef } from '../../shared/task.js';
 import { VerifierControls } from '../../verifier/attribution/verifierControl.js';
 import { InFlightSteps } from '../inFlightSteps.js';
-import { pipelineMetrics, type PipelineMetrics } from '../pipelineMetrics.js';
+import { pipelineMetrics, type PipelineMetrics } from '../../agent/pipelineMetrics.js';
 import { OpenAIPolicy } from '../../policies/openaiPolicy.js';
 import type { PolicyClient } from '../../policies/policyClient.js';
 import { ScriptedPolicy } from '../../policies/scriptedPolicy.js';

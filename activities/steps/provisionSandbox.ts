@@ -6,7 +6,7 @@ import { createHash } from 'node:crypto';
 import { ClassifiedError } from '../../shared/failures.js';
 import { hostTaskQueue } from '../../shared/names.js';
 import { TOOL_SCHEMAS } from '../../shared/tools.js';
-import { metaName, SYSTEM_PROMPT, type AttemptMeta } from '../agent/conversation.js';
+import { metaName, SYSTEM_PROMPT, type AttemptMeta } from '../../agent/conversation.js';
 import { activityLog } from '../activityLog.js';
 import type { ProvisionInput, ProvisionOutput } from '../contract.js';
 import { taskEnvironment } from '../../images/taskEnvironment.js';

@@ -5,9 +5,9 @@
  */
 import { ClassifiedError, failureName } from '../../shared/failures.js';
 import type { SandboxHandle, SandboxStateDigest } from '../../shared/sandbox.js';
-import { policyName, toolName, type PolicyTurnRecord, type ToolTurnRecord } from '../agent/conversation.js';
-import { executeToolCall } from '../agent/executeTool.js';
-import { summarizeToolCall } from '../agent/toolArguments.js';
+import { policyName, toolName, type PolicyTurnRecord, type ToolTurnRecord } from '../../agent/conversation.js';
+import { executeToolCall } from '../../agent/executeTool.js';
+import { summarizeToolCall } from '../../agent/toolArguments.js';
 import { activityLog } from '../activityLog.js';
 import { attributeSandboxLoss } from '../../verifier/attribution/attributeFailure.js';
 import type { ToolCallsStepInput, ToolCallsStepOutput, ToolStepInput, ToolStepOutput } from '../contract.js';

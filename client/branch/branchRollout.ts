@@ -8,7 +8,7 @@
  * Temporal does not know, a turn past what its attempt finished, a trajectory the store no longer holds.
  */
 import type { Client } from '@temporalio/client';
-import { metaName } from '../../activities/agent/conversation.js';
+import { metaName } from '../../agent/conversation.js';
 import { readRecordedTurns } from '../../activities/resume/recordedTurns.js';
 import type { TrajectoryStore } from '../../stores/trajectoryStore.js';
 import { GroupInputSchema, MAX_GROUP_SIZE, type ResolvedGroupInput } from '../../shared/pipeline.js';

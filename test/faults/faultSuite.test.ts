@@ -15,7 +15,7 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
-import { toolName, type ToolTurnRecord } from '../../activities/agent/conversation.js';
+import { toolName, type ToolTurnRecord } from '../../agent/conversation.js';
 import { LocalSandboxProvider } from '../../sandboxes/local/localSandboxProvider.js';
 import { FsTrajectoryStore } from '../../stores/fsTrajectoryStore.js';
 import { submitBatch } from '../../client/submitBatch.js';

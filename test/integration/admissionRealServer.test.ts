@@ -9,7 +9,7 @@ import assert from 'node:assert/strict';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import type { PolicyTurnRecord } from '../../activities/agent/conversation.js';
+import type { PolicyTurnRecord } from '../../agent/conversation.js';
 import { readInferenceLoad } from '../../policies/admission/inferenceLoad.js';
 import { submitBatch } from '../../client/submitBatch.js';
 import type { GroupResult } from '../../shared/pipeline.js';

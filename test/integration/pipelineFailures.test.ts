@@ -12,7 +12,7 @@ import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { submitBatch, type SubmitBatchOptions } from '../../client/submitBatch.js';
-import type { PolicyTurnRecord } from '../../activities/agent/conversation.js';
+import type { PolicyTurnRecord } from '../../agent/conversation.js';
 import type { GroupResult } from '../../shared/pipeline.js';
 import { rolloutProgressQuery } from '../../workflows/definitions.js';
 import { rolloutWorkflowId } from '../../shared/names.js';

@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import type { PolicyTurnRecord, ToolTurnRecord } from '../../activities/agent/conversation.js';
+import type { PolicyTurnRecord, ToolTurnRecord } from '../../agent/conversation.js';
 import { FsTrajectoryStore } from '../../stores/fsTrajectoryStore.js';
 import { BranchError, branchRollout } from '../../client/branch/branchRollout.js';
 import { exportBatch } from '../../client/export/exportBatch.js';

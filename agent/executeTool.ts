@@ -5,9 +5,9 @@
  * observation; a broken sandbox is infra and is thrown.
  */
 import { posix } from 'node:path';
-import { ClassifiedError } from '../../shared/failures.js';
-import type { SandboxHandle, SandboxProvider } from '../../shared/sandbox.js';
-import type { ToolCall } from '../../shared/tools.js';
+import { ClassifiedError } from '../shared/failures.js';
+import type { SandboxHandle, SandboxProvider } from '../shared/sandbox.js';
+import type { ToolCall } from '../shared/tools.js';
 import { formatBashObservation } from './bashObservation.js';
 import type { ToolTurnRecord } from './conversation.js';
 import { parseToolCall } from './toolArguments.js';

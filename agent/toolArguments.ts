@@ -1,6 +1,6 @@
 /** Parses and checks a tool call's JSON arguments; a problem is reported to the policy, not thrown. */
 import { z } from 'zod';
-import { TOOL_NAMES, type ToolCall, type ToolName } from '../../shared/tools.js';
+import { TOOL_NAMES, type ToolCall, type ToolName } from '../shared/tools.js';
 
 const ArgumentSchemas = {
   bash: z.object({ command: z.string().min(1), timeout_sec: z.number().positive().optional() }),

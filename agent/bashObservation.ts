@@ -4,7 +4,7 @@
  * Written and read back here only, so the trajectory viewer can show the two
  * streams apart with their sizes.
  */
-import type { ExecResult } from '../../shared/sandbox.js';
+import type { ExecResult } from '../shared/sandbox.js';
 
 const STDOUT = 'stdout:\n';
 const STDERR = 'stderr:\n';

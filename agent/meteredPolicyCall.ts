@@ -7,11 +7,11 @@
  */
 import { ApplicationFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
-import type { MissingTokens, TurnTokens } from '../../shared/tokens.js';
-import type { PolicyTurnRecord } from '../agent/conversation.js';
-import type { PipelineMetrics } from '../pipelineMetrics.js';
-import type { PolicyClient, PolicyRequest, PolicyResponse } from '../../policies/policyClient.js';
-import { turnIntegrity } from '../../policies/tokens/turnIntegrity.js';
+import type { MissingTokens, TurnTokens } from '../shared/tokens.js';
+import type { PolicyTurnRecord } from './conversation.js';
+import type { PipelineMetrics } from './pipelineMetrics.js';
+import type { PolicyClient, PolicyRequest, PolicyResponse } from '../policies/policyClient.js';
+import { turnIntegrity } from '../policies/tokens/turnIntegrity.js';
 
 /** The request as the client takes it, with the previous turn's tokens as the rollout holds them. */
 export interface PolicyCall extends Omit<PolicyRequest, 'previousTokens' | 'sessionKey' | 'policyVersion'> {

@@ -3,12 +3,12 @@
  * system prompt and instruction, then per turn the policy's assistant message
  * and the observation of each of its tool calls.
  */
-import type { SandboxStateDigest } from '../../shared/sandbox.js';
-import type { PrefixCheck } from '../../shared/tokens.js';
-import type { ChatMessage, ToolSchema } from '../../shared/tools.js';
-import type { PolicyResponse } from '../../policies/policyClient.js';
-import { attemptPrefix, turnName, type TrajectoryStore } from '../../stores/trajectoryStore.js';
-import type { Admission } from '../../policies/admission/admissionGate.js';
+import type { SandboxStateDigest } from '../shared/sandbox.js';
+import type { PrefixCheck } from '../shared/tokens.js';
+import type { ChatMessage, ToolSchema } from '../shared/tools.js';
+import type { PolicyResponse } from '../policies/policyClient.js';
+import { attemptPrefix, turnName, type TrajectoryStore } from '../stores/trajectoryStore.js';
+import type { Admission } from '../policies/admission/admissionGate.js';
 
 export const SYSTEM_PROMPT =
   'You are an agent solving a task inside an isolated Linux environment with no network. ' +
