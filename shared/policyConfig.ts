@@ -119,7 +119,7 @@ export const OpenAIPolicySchema = z
     if (problem) ctx.addIssue({ code: 'custom', message: problem, path: ['sampling'] });
   });
 
-/** The published agent harnesses the `harness` policy runs, and the version each is pinned to (activities/harness/). */
+/** The published agent harnesses the `harness` policy runs, and the version each is pinned to (harnesses/). */
 /** terminus-2 is Harbor's agent; its version is the `harbor` package's. */
 export const HARNESS_VERSIONS = { 'mini-swe-agent': '2.4.6', 'terminus-2': '0.25.0' } as const;
 export type HarnessName = keyof typeof HARNESS_VERSIONS;
@@ -129,7 +129,7 @@ export const HARNESS_NAMES = Object.keys(HARNESS_VERSIONS) as HarnessName[];
  * An agent harness as it is published (PyPI), unmodified, drives the sandbox: its commands run in the
  * rollout's sandbox through the provider, and its model calls go to an endpoint the pipeline serves
  * for the rollout, which forwards them to `inference` with the group's sampling and token mode and
- * records each as a turn (activities/harness/).
+ * records each as a turn (harnesses/).
  */
 export const HarnessPolicySchema = z
   .object({

@@ -73,7 +73,7 @@ export function createActivityContext(deps: ActivityDeps): ActivityContext {
     deps.policyClient ??
     ((config: ResolvedPolicyConfig): PolicyClient => {
       if (config.kind === 'scripted') return new ScriptedPolicy(config.script);
-      // A harness's calls go to its inference server through the capture endpoint (activities/harness/), which asks this same client.
+      // A harness's calls go to its inference server through the capture endpoint (harnesses/), which asks this same client.
       const inference = config.kind === 'harness' ? config.inference : config;
       return inference.tokens.mode === 'pipeline' ? new TokenLevelPolicy(inference) : new OpenAIPolicy(inference);
     });

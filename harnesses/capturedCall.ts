@@ -6,11 +6,11 @@
  * the rollout (PolicyTurnRecord: prompt and completion ids, logprobs, policy version, parsers) before
  * the harness gets it back as an OpenAI chat completion.
  */
-import type { PolicyTurnRecord } from '../../agent/conversation.js';
-import { callPolicy, type PolicyCall } from '../../agent/meteredPolicyCall.js';
-import type { PolicyResponse } from '../../policies/policyClient.js';
-import type { TurnTokenStatus } from '../../policies/tokens/turnIntegrity.js';
-import type { ChatMessage, ToolSchema } from '../../shared/tools.js';
+import type { PolicyTurnRecord } from '../agent/conversation.js';
+import { callPolicy, type PolicyCall } from '../agent/meteredPolicyCall.js';
+import type { PolicyResponse } from '../policies/policyClient.js';
+import type { TurnTokenStatus } from '../policies/tokens/turnIntegrity.js';
+import type { ChatMessage, ToolSchema } from '../shared/tools.js';
 
 /** Fields of the harness's request the group's sampling replaces (recorded, never sent). */
 const HARNESS_SAMPLING_FIELDS = ['temperature', 'top_p', 'top_k', 'min_p', 'max_tokens', 'max_completion_tokens', 'seed', 'presence_penalty', 'frequency_penalty', 'logprobs', 'top_logprobs', 'n', 'stop'];

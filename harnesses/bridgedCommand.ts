@@ -3,8 +3,8 @@
  * rollout's limits (command timeout, output cap, what is left of the agent's time), recorded as a tool
  * call of the turn whose answer asked for it (ToolTurnRecord), and answered as the harness expects.
  */
-import type { SandboxHandle, SandboxProvider } from '../../shared/sandbox.js';
-import type { ToolTurnRecord } from '../../agent/conversation.js';
+import type { SandboxHandle, SandboxProvider } from '../shared/sandbox.js';
+import type { ToolTurnRecord } from '../agent/conversation.js';
 
 export interface BridgedCommand {
   command: string;

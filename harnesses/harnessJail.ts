@@ -17,7 +17,7 @@
  */
 import { chownSync, readFileSync, realpathSync } from 'node:fs';
 import { dirname, join } from 'node:path';
-import { ClassifiedError } from '../../shared/failures.js';
+import { ClassifiedError } from '../shared/failures.js';
 import { HARNESS_BRIDGE_DIR, harnessHome, type InstalledHarness } from './harnessInstall.js';
 
 const BWRAP = '/usr/bin/bwrap';

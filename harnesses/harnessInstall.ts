@@ -7,13 +7,13 @@ import { existsSync } from 'node:fs';
 import { homedir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ClassifiedError } from '../../shared/failures.js';
-import { HARNESS_VERSIONS, type HarnessName } from '../../shared/pipeline.js';
+import { ClassifiedError } from '../shared/failures.js';
+import { HARNESS_VERSIONS, type HarnessName } from '../shared/pipeline.js';
 
 /** The python module of each harness's adapter (python/harness_bridge/harness_bridge/). */
 const ADAPTER_MODULES: Record<HarnessName, string> = { 'mini-swe-agent': 'harness_bridge.mini_swe_agent', 'terminus-2': 'harness_bridge.terminus_2' };
 
-export const HARNESS_BRIDGE_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', '..', 'python', 'harness_bridge');
+export const HARNESS_BRIDGE_DIR = join(dirname(fileURLToPath(import.meta.url)), '..', 'python', 'harness_bridge');
 
 export interface InstalledHarness {
   name: HarnessName;

@@ -5,7 +5,7 @@
  * own after calling the model is model/harness_crashed; one that never called it is infra (its settings
  * or install are broken, not the model), named with the fix.
  */
-import { ClassifiedError, type Failure, type FailureType } from '../../shared/failures.js';
+import { ClassifiedError, type Failure, type FailureType } from '../shared/failures.js';
 
 /** How a harness run ended by the model's doing: a model failure of the taxonomy. */
 export type HarnessEnd = Failure<'model'>;
