@@ -13,6 +13,7 @@
  *   agent/       the agent's side of a turn: its policy call (metered), its tool calls, the
  *                conversation as stored, the pipeline's metrics
  *   harnesses/   published agent harnesses run in a jail, their model calls captured as turns
+ *   resume/      an attempt's turns restored from the store by replaying its tool calls
  *   activities/  the engine and its Temporal activities (sandboxes, policies, tasks, stores, images)
  *   workflows/   deterministic workflow code: shared/, and activities/ as types only (lint enforces
  *                the type-only part: eslint.config.js)
@@ -24,7 +25,7 @@
  *
  * And no import circles anywhere, types included: a circle is two files that cannot be read apart.
  */
-const ROOMS = ['shared', 'activities', 'sandboxes', 'tasks', 'verifier', 'images', 'policies', 'agent', 'harnesses', 'stores', 'workflows', 'workers', 'servers', 'cluster', 'client', 'bench'];
+const ROOMS = ['shared', 'activities', 'sandboxes', 'tasks', 'verifier', 'images', 'policies', 'agent', 'harnesses', 'resume', 'stores', 'workflows', 'workers', 'servers', 'cluster', 'client', 'bench'];
 
 /** What each room may import besides itself. */
 const MAY_IMPORT = {
@@ -37,13 +38,14 @@ const MAY_IMPORT = {
   policies: ['shared'],
   agent: ['shared', 'policies', 'stores'],
   harnesses: ['shared', 'policies', 'stores', 'agent'],
-  activities: ['shared', 'sandboxes', 'tasks', 'stores', 'verifier', 'images', 'policies', 'agent', 'harnesses'],
+  resume: ['shared', 'policies', 'stores', 'agent'],
+  activities: ['shared', 'sandboxes', 'tasks', 'stores', 'verifier', 'images', 'policies', 'agent', 'harnesses', 'resume'],
   workflows: ['shared', 'activities'],
   workers: ['shared', 'activities', 'workflows', 'sandboxes', 'stores', 'agent'],
   servers: ['shared'],
   cluster: ['shared', 'servers', 'workers'],
-  client: ['shared', 'sandboxes', 'tasks', 'stores', 'verifier', 'images', 'policies', 'agent', 'harnesses', 'activities', 'workflows', 'workers', 'servers', 'cluster'],
-  bench: ['shared', 'sandboxes', 'tasks', 'stores', 'verifier', 'images', 'policies', 'agent', 'harnesses', 'activities', 'workflows', 'workers', 'servers', 'cluster', 'client', 'test'],
+  client: ['shared', 'sandboxes', 'tasks', 'stores', 'verifier', 'images', 'policies', 'agent', 'harnesses', 'resume', 'activities', 'workflows', 'workers', 'servers', 'cluster'],
+  bench: ['shared', 'sandboxes', 'tasks', 'stores', 'verifier', 'images', 'policies', 'agent', 'harnesses', 'resume', 'activities', 'workflows', 'workers', 'servers', 'cluster', 'client', 'test'],
 };
 
 const layerRules = Object.entries(MAY_IMPORT).map(([room, allowed]) => ({

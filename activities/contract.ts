@@ -113,5 +113,5 @@ export interface VerifyThenTeardownOutput extends VerifyOutput {
 
 // Engine types the workflows read: re-exported here so workflow code imports from this one module.
 export type { TurnTokenStatus } from '../policies/tokens/turnIntegrity.js';
-export type { RestoredPrefix } from './resume/restoreTurns.js';
+export type { RestoredPrefix } from '../resume/restoreTurns.js';
 export type { ReapReport } from '../sandboxes/reaper/reapSandboxes.js';

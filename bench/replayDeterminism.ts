@@ -1,6 +1,6 @@
 /**
  * `npx tsx bench/replayDeterminism.ts [--json-file F] TASK_DIR...` (bash scripts/with-env.sh --for test):
- * how well resume by replay (activities/resume/) can restore each task. Runs the task's oracle actions
+ * how well resume by replay (resume/) can restore each task. Runs the task's oracle actions
  * (its solution files written to /solution, then `bash /solution/solve.sh`, as the scripted oracle
  * policy does) in two fresh sandboxes of the task, call by call, and compares each call: exit code,
  * the observation the model would see, and the digest of the sandbox's files after it. For what
@@ -15,7 +15,7 @@ import { taskEnvironment } from '../images/taskEnvironment.js';
 import { listFiles } from '../shared/hashTree.js';
 import { loadTask } from '../tasks/loadTask.js';
 import { sandboxSpecForTask } from '../images/sandboxSpecForTask.js';
-import { differingAreas } from '../activities/resume/replayTurns.js';
+import { differingAreas } from '../resume/replayTurns.js';
 import { LocalSandboxProvider } from '../sandboxes/local/localSandboxProvider.js';
 import type { SandboxStateDigest } from '../shared/sandbox.js';
 import type { ToolCall } from '../shared/tools.js';

@@ -48,7 +48,7 @@ async function runOneToolOnce(ctx: ActivityContext, input: ToolStepInput): Promi
   });
   const durationMs = performance.now() - started;
   metrics.toolCall(outcome.name, durationMs);
-  // What the call left in the sandbox, for a replay of it to be checked against (activities/resume/).
+  // What the call left in the sandbox, for a replay of it to be checked against (resume/).
   const digestStarted = performance.now();
   const state = input.recordState && deps.provider.stateDigest ? await stateAfterCall(ctx, input.handle, name) : undefined;
   const stateMs = performance.now() - digestStarted;

@@ -4,7 +4,7 @@
  * one; a deleted file is a whiteout there) and the tmpfs mounts of a host-base sandbox (/tmp, /root,
  * /tests, /solution, /logs). Each entry counts by its path, type, permission bits, owner and content
  * (a symlink by its target); never by its times. Caches, logs and bytecode (VOLATILE_PATHS) are
- * digested apart: their content embeds the time they were made. Resume (activities/resume/) compares the digest a
+ * digested apart: their content embeds the time they were made. Resume (resume/) compares the digest a
  * turn left in the original attempt with the one its replay leaves.
  *
  * Unchanged files are not read again: their content hash is kept by (device, inode, size, mtime,
@@ -14,7 +14,7 @@
  * directory swapped for a link to the host's / is refused, not read), only regular files are read
  * (a FIFO, /dev/zero are named by type), and the walk is bounded: entries, bytes per file and bytes per
  * digest. Past a bound the digest says so (`tooLarge`) instead of spinning the worker until the
- * activity's timeout, and a replay to such a state restarts instead of resuming (activities/resume/).
+ * activity's timeout, and a replay to such a state restarts instead of resuming (resume/).
  */
 import { createHash } from 'node:crypto';
 import type { BigIntStats } from 'node:fs';

@@ -13,7 +13,7 @@ import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
-const ROOMS = ['shared', 'activities', 'sandboxes', 'tasks', 'verifier', 'images', 'policies', 'agent', 'harnesses', 'stores', 'workflows', 'workers', 'servers', 'cluster', 'client', 'bench'];
+const ROOMS = ['shared', 'activities', 'sandboxes', 'tasks', 'verifier', 'images', 'policies', 'agent', 'harnesses', 'resume', 'stores', 'workflows', 'workers', 'servers', 'cluster', 'client', 'bench'];
 
 interface Violation {
   rule: { name: string };

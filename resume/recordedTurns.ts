@@ -4,10 +4,10 @@
  * submit). The store is the truth here, not the workflow's count: a worker may have recorded a call
  * and died before the server heard of it.
  */
-import type { ToolCall } from '../../shared/tools.js';
-import { policyName, toolName, type PolicyTurnRecord, type ToolTurnRecord } from '../../agent/conversation.js';
-import { parseToolCall } from '../../agent/toolArguments.js';
-import type { TrajectoryStore } from '../../stores/trajectoryStore.js';
+import type { ToolCall } from '../shared/tools.js';
+import { policyName, toolName, type PolicyTurnRecord, type ToolTurnRecord } from '../agent/conversation.js';
+import { parseToolCall } from '../agent/toolArguments.js';
+import type { TrajectoryStore } from '../stores/trajectoryStore.js';
 
 export interface RecordedTurn {
   policy: PolicyTurnRecord;

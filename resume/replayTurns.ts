@@ -5,8 +5,8 @@
  * that differs in text only (a duration, a time in a log line) is drift: the model saw the
  * recorded text, which is kept; it is counted, not a reason to refuse.
  */
-import type { SandboxHandle, SandboxProvider, SandboxStateDigest } from '../../shared/sandbox.js';
-import { executeToolCall } from '../../agent/executeTool.js';
+import type { SandboxHandle, SandboxProvider, SandboxStateDigest } from '../shared/sandbox.js';
+import { executeToolCall } from '../agent/executeTool.js';
 import { runsInSandbox, type RecordedTurn } from './recordedTurns.js';
 
 export interface ReplayLimits {

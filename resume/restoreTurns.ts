@@ -10,14 +10,14 @@
  * A replay that diverges (another exit code, other files) takes nothing over: the workflow starts the
  * attempt at turn 0 on another fresh sandbox, with the divergence in the attempt's history.
  */
-import { ClassifiedError } from '../../shared/failures.js';
-import type { ReplayDivergence, ResumedTurns } from '../../shared/pipeline.js';
-import type { SandboxHandle, SandboxProvider } from '../../shared/sandbox.js';
-import { attemptPrefix, type TrajectoryStore } from '../../stores/trajectoryStore.js';
-import { policyName, toolName, type PolicyTurnRecord, type ToolTurnRecord } from '../../agent/conversation.js';
-import { parseToolCall } from '../../agent/toolArguments.js';
-import { turnIntegrity, type TurnTokenStatus } from '../../policies/tokens/turnIntegrity.js';
-import { turnTokensOf } from '../../policies/tokens/turnTokensOf.js';
+import { ClassifiedError } from '../shared/failures.js';
+import type { ReplayDivergence, ResumedTurns } from '../shared/pipeline.js';
+import type { SandboxHandle, SandboxProvider } from '../shared/sandbox.js';
+import { attemptPrefix, type TrajectoryStore } from '../stores/trajectoryStore.js';
+import { policyName, toolName, type PolicyTurnRecord, type ToolTurnRecord } from '../agent/conversation.js';
+import { parseToolCall } from '../agent/toolArguments.js';
+import { turnIntegrity, type TurnTokenStatus } from '../policies/tokens/turnIntegrity.js';
+import { turnTokensOf } from '../policies/tokens/turnTokensOf.js';
 import { readRecordedTurns, type RecordedAttempt, type RecordedTurn } from './recordedTurns.js';
 import { replayTurns } from './replayTurns.js';
 
