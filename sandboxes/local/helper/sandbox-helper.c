@@ -41,6 +41,9 @@
  *
  *   init LISTEN-FD EXE-FD KEEP-CAPS
  *     the sandbox's pid 1 and the server of its execs: sandbox-init.c.
+ *
+ * What the modes here and the init both do (capability names and the bounding set, a process's
+ * start time) is in common.c.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -60,19 +63,10 @@
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include "common.h"
 #include "sandbox-init.h"
 
 extern char **environ;
-
-const char *const CAP_NAMES[] = {
-    "chown", "dac_override", "dac_read_search", "fowner", "fsetid", "kill", "setgid", "setuid",
-    "setpcap", "linux_immutable", "net_bind_service", "net_broadcast", "net_admin", "net_raw",
-    "ipc_lock", "ipc_owner", "sys_module", "sys_rawio", "sys_chroot", "sys_ptrace", "sys_pacct",
-    "sys_admin", "sys_boot", "sys_nice", "sys_resource", "sys_time", "sys_tty_config", "mknod",
-    "lease", "audit_write", "audit_control", "setfcap", "mac_override", "mac_admin", "syslog",
-    "wake_alarm", "block_suspend", "audit_read", "perfmon", "bpf", "checkpoint_restore",
-};
-const int CAP_NAME_COUNT = (int)(sizeof(CAP_NAMES) / sizeof(CAP_NAMES[0]));
 
 static void die(int code, const char *what, const char *arg) {
   fprintf(stderr, "rollout-sandbox-helper: %s%s%s: %s\n", what, arg ? " " : "", arg ? arg : "", strerror(errno));
@@ -130,46 +124,22 @@ static void wait_and_mirror(pid_t child) {
   exit(1);
 }
 
-/* Field 22 of /proc/<pid>/stat (start time in clock ticks), read through the pid's directory fd. */
+/* Whether the process of the pid's directory fd started at `expected` (common.h read_start_time). */
 static int start_time_matches(int proc_dir, const char *expected) {
-  char buf[4096];
+  char now[64];
   int fd = openat(proc_dir, "stat", O_RDONLY | O_CLOEXEC);
   if (fd < 0) return 0;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
+  int read_ok = read_start_time(fd, now, sizeof now) == 0;
   close(fd);
-  if (n <= 0) return 0;
-  buf[n] = '\0';
-  char *p = strrchr(buf, ')');
-  if (!p) return 0;
-  p += 2; /* field 3, the state */
-  if (*p == 'Z' || *p == 'X') return 0;
-  for (int field = 3; field < 22; field++) {
-    p = strchr(p, ' ');
-    if (!p) return 0;
-    p++;
-  }
-  size_t len = strcspn(p, " ");
-  return len == strlen(expected) && strncmp(p, expected, len) == 0;
+  return read_ok && strcmp(now, expected) == 0;
 }
 
 static void drop_capabilities(char *keep_list) {
-  int keep[64] = {0};
-  if (strcmp(keep_list, "-") != 0) {
-    for (char *name = strtok(keep_list, ","); name; name = strtok(NULL, ",")) {
-      int found = -1;
-      for (int i = 0; i < CAP_NAME_COUNT; i++) if (strcmp(CAP_NAMES[i], name) == 0) found = i;
-      if (found < 0) {
-        fprintf(stderr, "rollout-sandbox-helper: unknown capability %s\n", name);
-        exit(2);
-      }
-      keep[found] = 1;
-    }
-  }
+  uint64_t keep;
+  if (parse_capabilities(keep_list, &keep, "rollout-sandbox-helper") != 0) exit(2);
   /* The bounding set: every capability the kernel knows, up to the first it does not. */
-  for (int cap = 0; cap < 64; cap++) {
-    if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) < 0) break;
-    if (!keep[cap] && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0) die(1, "drop capability from the bounding set", cap < CAP_NAME_COUNT ? CAP_NAMES[cap] : NULL);
-  }
+  int failed;
+  if (lower_bounding_set(keep, &failed) != 0) die(1, "drop capability from the bounding set", failed < CAP_NAME_COUNT ? CAP_NAMES[failed] : NULL);
   /* Inheritable cleared (which clears the ambient set with it); effective and permitted are left to execve, as setpriv does. */
   struct __user_cap_header_struct header = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
   struct __user_cap_data_struct data[2];

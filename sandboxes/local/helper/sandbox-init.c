@@ -53,6 +53,7 @@
 #include <time.h>
 #include <unistd.h>
 #include <linux/capability.h>
+#include "common.h"
 #include "sandbox-init.h"
 
 #define IDLE_AFTER_EXIT_MS 100
@@ -75,30 +76,15 @@ static void put_u64(unsigned char *p, uint64_t v) {
   for (int i = 0; i < 8; i++) p[i] = (v >> (8 * i)) & 0xff;
 }
 
-/* Field 22 of /proc/<pid>/stat (start time in clock ticks) as text; empty when the process is gone or a zombie. */
+/* The start time of `pid` as text (common.h read_start_time); empty when the process is gone or a zombie. */
 static void start_time_of(pid_t pid, char *out, size_t size) {
-  char path[64], buf[4096];
+  char path[64];
   out[0] = '\0';
   snprintf(path, sizeof path, "/proc/%d/stat", (int)pid);
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return;
-  ssize_t n = read(fd, buf, sizeof buf - 1);
+  if (read_start_time(fd, out, size) != 0) out[0] = '\0';
   close(fd);
-  if (n <= 0) return;
-  buf[n] = '\0';
-  char *p = strrchr(buf, ')');
-  if (!p || p[1] == '\0') return;
-  p += 2;
-  if (*p == 'Z' || *p == 'X') return;
-  for (int field = 3; field < 22; field++) {
-    p = strchr(p, ' ');
-    if (!p) return;
-    p++;
-  }
-  size_t len = strcspn(p, " ");
-  if (len >= size) return;
-  memcpy(out, p, len);
-  out[len] = '\0';
 }
 
 static void reset_signals(void) {
@@ -117,24 +103,12 @@ static void reset_signals(void) {
  * as the helper's exec mode left it.
  */
 static int keep_only(char *keep_list) {
-  uint64_t keep = 0;
-  if (strcmp(keep_list, "-") != 0) {
-    for (char *name = strtok(keep_list, ","); name; name = strtok(NULL, ",")) {
-      int found = -1;
-      for (int i = 0; i < CAP_NAME_COUNT; i++) if (strcmp(CAP_NAMES[i], name) == 0) found = i;
-      if (found < 0) {
-        fprintf(stderr, "rollout-sandbox-init: unknown capability %s\n", name);
-        return -1;
-      }
-      keep |= 1ull << found;
-    }
-  }
-  for (int cap = 0; cap < 64; cap++) {
-    if (prctl(PR_CAPBSET_READ, cap, 0, 0, 0) < 0) break;
-    if (!(keep >> cap & 1) && prctl(PR_CAPBSET_DROP, cap, 0, 0, 0) != 0 && errno != EINVAL) {
-      perror("rollout-sandbox-init: drop a capability from the bounding set");
-      return -1;
-    }
+  uint64_t keep;
+  if (parse_capabilities(keep_list, &keep, "rollout-sandbox-init") != 0) return -1;
+  int failed;
+  if (lower_bounding_set(keep, &failed) != 0) {
+    perror("rollout-sandbox-init: drop a capability from the bounding set");
+    return -1;
   }
   struct __user_cap_header_struct header = {.version = _LINUX_CAPABILITY_VERSION_3, .pid = 0};
   struct __user_cap_data_struct data[2];
