@@ -35,7 +35,7 @@ const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const deployDir = join(root, 'deploy');
 const manifestDir = join(deployDir, 'kubernetes');
 /** The source folders the worker runs: the runtime stage of deploy/Dockerfile copies each. */
-const RUNTIME_DIRS = ['client', 'cluster', 'workers', 'activities', 'shared', 'workflows', 'servers', 'sandboxes', 'stores', 'tasks', 'verifier', 'images', 'policies', 'agent', 'harnesses', 'resume'];
+const RUNTIME_DIRS = ['shared', 'sandboxes', 'tasks', 'stores', 'policies', 'verifier', 'images', 'agent', 'harnesses', 'resume', 'activities', 'workflows', 'servers', 'workers', 'cluster', 'client'];
 
 const WORKER_NAMESPACE = 'rollout-pipeline';
 const SANDBOX_NAMESPACE = 'rollout-sandboxes';
