@@ -5,7 +5,10 @@ import tseslint from 'typescript-eslint';
 
 const nodeBuiltins = [...new Set(builtinModules.map((m) => m.replace(/^node:/, '')))];
 
-/** Workflow code runs in Temporal's deterministic sandbox: no Node built-ins, no activity code. */
+/** The engine's rooms (.dependency-cruiser.cjs): what the activities call, out of a workflow's reach. */
+const engineRooms = ['sandboxes', 'tasks', 'stores', 'policies', 'verifier', 'images', 'agent', 'harnesses', 'resume'];
+
+/** Workflow code runs in Temporal's deterministic sandbox: no Node built-ins, no activity code, no engine. */
 const workflowSandboxRules = {
   '@typescript-eslint/no-restricted-imports': [
     'error',
@@ -25,9 +28,13 @@ const workflowSandboxRules = {
           message: 'Workflows import activities as types only (`import type`) and call them through proxyActivities.',
         },
         {
-          group: ['**/workers/**', '**/client/**'],
+          group: engineRooms.flatMap((room) => [`**/${room}`, `**/${room}/**`]),
+          message: 'Workflow code may not import the engine (sandboxes/, tasks/, stores/, policies/, verifier/, images/, agent/, harnesses/, resume/), not even its types: it reaches the engine through activities, whose types are in activities/contract.ts.',
+        },
+        {
+          group: ['**/workers/**', '**/servers/**', '**/cluster/**', '**/client/**'],
           allowTypeImports: true,
-          message: 'Workflow code may not import worker or client code; only shared/ and @temporalio/workflow.',
+          message: 'Workflow code may not import worker, server, cluster or client code; only shared/ and @temporalio/workflow.',
         },
       ],
     },

@@ -6,7 +6,7 @@
 import type { ExperimentRecord, ResolvedGroupInput, ResolvedPolicyConfig } from '../shared/pipeline.js';
 import type { EnforcedLimits, SandboxHandle } from '../shared/sandbox.js';
 import type { TaskRef } from '../shared/task.js';
-import type { TurnTokenStatus } from './policies/tokens/turnIntegrity.js';
+import type { TurnTokenStatus } from '../policies/tokens/turnIntegrity.js';
 
 export interface ProvisionInput {
   group: ResolvedGroupInput;
@@ -112,6 +112,6 @@ export interface VerifyThenTeardownOutput extends VerifyOutput {
 }
 
 // Engine types the workflows read: re-exported here so workflow code imports from this one module.
-export type { TurnTokenStatus } from './policies/tokens/turnIntegrity.js';
-export type { RestoredPrefix } from './resume/restoreTurns.js';
-export type { ReapReport } from './reaper/reapSandboxes.js';
+export type { TurnTokenStatus } from '../policies/tokens/turnIntegrity.js';
+export type { RestoredPrefix } from '../resume/restoreTurns.js';
+export type { ReapReport } from '../sandboxes/reaper/reapSandboxes.js';

@@ -11,10 +11,10 @@
 import type { TaskRef, TaskRequest } from '../shared/task.js';
 import type { TeardownReport } from '../shared/sandbox.js';
 import type { PolicyStepInput, PolicyStepOutput, ProvisionInput, ProvisionOutput, TeardownInput, ToolCallsStepInput, ToolCallsStepOutput, ToolStepInput, ToolStepOutput, VerifyInput, VerifyOutput, VerifyThenTeardownOutput } from './contract.js';
-import type { HarnessRunInput, HarnessRunOutput } from './harness/runHarness.js';
-import type { ReapReport } from './reaper/reapSandboxes.js';
-import type { RestoreTurnsInput, RestoreTurnsOutput } from './resume/restoreTurns.js';
-import type { RolloutRecord } from './store/trajectoryStore.js';
+import type { HarnessRunInput, HarnessRunOutput } from '../harnesses/runHarness.js';
+import type { ReapReport } from '../sandboxes/reaper/reapSandboxes.js';
+import type { RestoreTurnsInput, RestoreTurnsOutput } from '../resume/restoreTurns.js';
+import type { RolloutRecord } from '../stores/trajectoryStore.js';
 import { createActivityContext, type ActivityDeps } from './steps/activityContext.js';
 import { runHarnessAttempt } from './steps/harnessAttempt.js';
 import { policyStep } from './steps/policyStep.js';

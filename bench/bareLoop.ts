@@ -12,14 +12,14 @@
  * The difference between the two baselines is the store's share; what is left
  * between that and the pipeline is Temporal's.
  */
-import { OpenAIPolicy } from '../activities/policies/openaiPolicy.js';
-import { executeToolCall } from '../activities/agent/executeTool.js';
-import { loadConversation, metaName, policyName, SYSTEM_PROMPT, toolName, type AttemptMeta, type PolicyTurnRecord, type ToolTurnRecord } from '../activities/agent/conversation.js';
-import type { LocalSandboxProvider } from '../activities/sandbox/local/localSandboxProvider.js';
-import type { FsTrajectoryStore } from '../activities/store/fsTrajectoryStore.js';
-import { loadTask } from '../activities/tasks/loadTask.js';
-import { sandboxSpecForTask } from '../activities/tasks/sandboxSpecForTask.js';
-import { verifyInPlace } from '../activities/verifier/runVerifier.js';
+import { OpenAIPolicy } from '../policies/openaiPolicy.js';
+import { executeToolCall } from '../agent/executeTool.js';
+import { loadConversation, metaName, policyName, SYSTEM_PROMPT, toolName, type AttemptMeta, type PolicyTurnRecord, type ToolTurnRecord } from '../agent/conversation.js';
+import type { LocalSandboxProvider } from '../sandboxes/local/localSandboxProvider.js';
+import type { FsTrajectoryStore } from '../stores/fsTrajectoryStore.js';
+import { loadTask } from '../tasks/loadTask.js';
+import { sandboxSpecForTask } from '../images/sandboxSpecForTask.js';
+import { verifyInPlace } from '../verifier/runVerifier.js';
 import { OpenAIPolicySchema, type PolicyConfig } from '../shared/pipeline.js';
 import { TOOL_SCHEMAS, type ChatMessage } from '../shared/tools.js';
 import { cpuDelta, processTreeCpu, type CpuTimes } from './procStats.js';

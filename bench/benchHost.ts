@@ -9,7 +9,7 @@
  */
 import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
-import { LocalSandboxProvider } from '../activities/sandbox/local/localSandboxProvider.js';
+import { LocalSandboxProvider } from '../sandboxes/local/localSandboxProvider.js';
 import { leaksUnder, type Leaks } from '../test/faults/faultKit.js';
 import { NetnsHost, type Reachable } from '../test/helpers/netns/netnsHost.js';
 import { startWorkerProcess, type WorkerProcess } from '../test/helpers/workerProcess.js';

@@ -12,7 +12,7 @@ import { chmodSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { LocalTemporalCluster } from '../cluster/localCluster.js';
 import { resolveTemporalServer } from '../cluster/temporalServerBinary.js';
-import { freePort, startDevServer } from '../workers/temporalDevServer.js';
+import { freePort, startDevServer } from '../servers/temporalDevServer.js';
 import { CgroupCpu } from './cgroupCpu.js';
 import { CleanupStack } from './cleanupStack.js';
 import { keepWal } from './pgCounters.js';

@@ -11,9 +11,9 @@
 import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { CoreV1Api } from '@kubernetes/client-node';
-import { ensureTaskImage } from '../activities/environment/taskImage.js';
-import { KubernetesSandboxProvider } from '../activities/sandbox/kubernetes/kubernetesSandboxProvider.js';
-import { loadTask } from '../activities/tasks/loadTask.js';
+import { ensureTaskImage } from '../images/taskImage.js';
+import { KubernetesSandboxProvider } from '../sandboxes/kubernetes/kubernetesSandboxProvider.js';
+import { loadTask } from '../tasks/loadTask.js';
 import type { SandboxSpec } from '../shared/sandbox.js';
 import { summarize, type Summary } from '../shared/stats.js';
 import { startKubeCluster } from '../test/helpers/kubeCluster.js';

@@ -9,8 +9,8 @@
  * SQLite server shows what persistence costs.
  */
 import { join } from 'node:path';
-import { LocalSandboxProvider } from '../activities/sandbox/local/localSandboxProvider.js';
-import { FsTrajectoryStore } from '../activities/store/fsTrajectoryStore.js';
+import { LocalSandboxProvider } from '../sandboxes/local/localSandboxProvider.js';
+import { FsTrajectoryStore } from '../stores/fsTrajectoryStore.js';
 import type { Summary } from '../shared/stats.js';
 import { summarize } from '../shared/stats.js';
 import { runBareBatch, type BareBatch, type BareOptions } from './bareLoop.js';

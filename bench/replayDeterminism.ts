@@ -1,6 +1,6 @@
 /**
  * `npx tsx bench/replayDeterminism.ts [--json-file F] TASK_DIR...` (bash scripts/with-env.sh --for test):
- * how well resume by replay (activities/resume/) can restore each task. Runs the task's oracle actions
+ * how well resume by replay (resume/) can restore each task. Runs the task's oracle actions
  * (its solution files written to /solution, then `bash /solution/solve.sh`, as the scripted oracle
  * policy does) in two fresh sandboxes of the task, call by call, and compares each call: exit code,
  * the observation the model would see, and the digest of the sandbox's files after it. For what
@@ -10,13 +10,13 @@
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { parseArgs } from 'node:util';
-import { executeToolCall } from '../activities/agent/executeTool.js';
-import { taskEnvironment } from '../activities/environment/taskEnvironment.js';
-import { listFiles } from '../activities/tasks/hashTree.js';
-import { loadTask } from '../activities/tasks/loadTask.js';
-import { sandboxSpecForTask } from '../activities/tasks/sandboxSpecForTask.js';
-import { differingAreas } from '../activities/resume/replayTurns.js';
-import { LocalSandboxProvider } from '../activities/sandbox/local/localSandboxProvider.js';
+import { executeToolCall } from '../agent/executeTool.js';
+import { taskEnvironment } from '../images/taskEnvironment.js';
+import { listFiles } from '../shared/hashTree.js';
+import { loadTask } from '../tasks/loadTask.js';
+import { sandboxSpecForTask } from '../images/sandboxSpecForTask.js';
+import { differingAreas } from '../resume/replayTurns.js';
+import { LocalSandboxProvider } from '../sandboxes/local/localSandboxProvider.js';
 import type { SandboxStateDigest } from '../shared/sandbox.js';
 import type { ToolCall } from '../shared/tools.js';
 

@@ -12,15 +12,15 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { parseArgs } from 'node:util';
 import { fileURLToPath } from 'node:url';
-import type { PolicyTurnRecord } from '../activities/agent/conversation.js';
+import type { PolicyTurnRecord } from '../agent/conversation.js';
 import { loadTrajectory } from '../client/loadTrajectory.js';
 import { submitBatch } from '../client/submitBatch.js';
 import type { GroupResult, RolloutResult } from '../shared/pipeline.js';
 import { localHandle } from '../shared/sandbox.js';
-import { llamaSetupFromEnv, startLlamaServer } from '../workers/inference/llamaServer.js';
+import { llamaSetupFromEnv, startLlamaServer } from '../servers/inference/llamaServer.js';
 import { startLocalPipeline } from '../workers/startLocalPipeline.js';
 import { openTemporalClient } from '../workers/temporalConnection.js';
-import { startDevServer } from '../workers/temporalDevServer.js';
+import { startDevServer } from '../servers/temporalDevServer.js';
 
 const EXAMPLES = resolve(dirname(fileURLToPath(import.meta.url)), '../examples/tasks');
 

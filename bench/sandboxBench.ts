@@ -8,9 +8,9 @@
  * user-mode network.
  */
 import { parseArgs } from 'node:util';
-import { ensureTaskImage } from '../activities/environment/taskImage.js';
-import { loadTask } from '../activities/tasks/loadTask.js';
-import { sandboxSpecForTask } from '../activities/tasks/sandboxSpecForTask.js';
+import { ensureTaskImage } from '../images/taskImage.js';
+import { loadTask } from '../tasks/loadTask.js';
+import { sandboxSpecForTask } from '../images/sandboxSpecForTask.js';
 import type { SandboxSpec } from '../shared/sandbox.js';
 import { formatSandboxLifecycle, runSandboxLifecycle } from './sandboxLifecycle.js';
 import { machineFacts } from './stats.js';

@@ -3,7 +3,7 @@
  * N cycles, side by side with floors measured in the same run from the same
  * process, sampled in every cycle: a plain fork/exec of `true`, and a bare `bwrap ... true`. When the
  * compiled helper is there (ROLLOUT_EXEC_HELPER), the main cycles' sandboxes
- * have the exec server as init (execServer/), each of their execs is paired
+ * have the exec server as init (sandboxes/local/helper/sandbox-init.c), each of their execs is paired
  * with one entered through the helper instead (what exec was before the exec
  * server), and every other cycle goes through the program chain the helper
  * replaces, so all stand beside the same floors of the same run. Then N sandboxes alive at once, with the memory each idle
@@ -14,7 +14,7 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { LocalSandboxProvider } from '../activities/sandbox/local/localSandboxProvider.js';
+import { LocalSandboxProvider } from '../sandboxes/local/localSandboxProvider.js';
 import { localHandle, type SandboxHandle, type SandboxSpec } from '../shared/sandbox.js';
 import { summarize, type Summary } from '../shared/stats.js';
 import { memAvailableKb, sandboxProcessMemory } from './procStats.js';

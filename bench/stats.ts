@@ -1,7 +1,7 @@
 /** Machine facts and tables for benchmarks that print numbers side by side. */
 import { execFileSync } from 'node:child_process';
 import { cpus, totalmem } from 'node:os';
-import { resolveTemporalBinary } from '../workers/temporalBinary.js';
+import { resolveTemporalBinary } from '../servers/temporalBinary.js';
 import { loadAverages } from './procStats.js';
 
 export interface MachineFacts {

@@ -9,8 +9,8 @@
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { randomBytes } from 'node:crypto';
-import { loadTask } from '../activities/tasks/loadTask.js';
-import { TaskCache } from '../activities/tasks/taskCache.js';
+import { loadTask } from '../tasks/loadTask.js';
+import { TaskCache } from '../tasks/taskCache.js';
 import { summarize, type Summary } from '../shared/stats.js';
 import { formatTable } from './stats.js';
 import { createBenchTask, TURNS } from './workload.js';

@@ -1,6 +1,6 @@
 /**
  * The pipeline's own time per turn, split by stage, from the clocks the policy and tool steps keep in
- * their trajectory records (activities/agent/conversation.ts StepClock). Between the model call of
+ * their trajectory records (agent/conversation.ts StepClock). Between the model call of
  * turn k and the model call of turn k+1 the time is:
  *   policy prep      the policy step began until its model call began (task check, conversation
  *                    rebuild, token bookkeeping), less any admission wait (the server's, not ours)

@@ -4,9 +4,9 @@
  * the server returned it) and tool results, and the verifier's outcome. What a
  * trainer needs to build training samples from a group result.
  */
-import type { AttemptMeta, PolicyTurnRecord, ToolTurnRecord } from '../activities/agent/conversation.js';
-import { turnTokensOf } from '../activities/policies/tokens/turnTokensOf.js';
-import { attemptPrefix, type TrajectoryStore } from '../activities/store/trajectoryStore.js';
+import type { AttemptMeta, PolicyTurnRecord, ToolTurnRecord } from '../agent/conversation.js';
+import { turnTokensOf } from '../policies/tokens/turnTokensOf.js';
+import { attemptPrefix, type TrajectoryStore } from '../stores/trajectoryStore.js';
 
 export interface TrajectoryTurn {
   policy: PolicyTurnRecord;

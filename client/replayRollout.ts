@@ -5,13 +5,13 @@
  * that does not points at the environment (non-determinism) or infra.
  */
 import type { Client } from '@temporalio/client';
-import { executeToolCall } from '../activities/agent/executeTool.js';
-import { taskEnvironment } from '../activities/environment/taskEnvironment.js';
-import { loadTask } from '../activities/tasks/loadTask.js';
-import { withNetwork } from '../activities/tasks/taskNetwork.js';
-import { sandboxSpecForTask } from '../activities/tasks/sandboxSpecForTask.js';
-import type { TrajectoryStore } from '../activities/store/trajectoryStore.js';
-import { verifyCleanRoom, verifyInPlace } from '../activities/verifier/runVerifier.js';
+import { executeToolCall } from '../agent/executeTool.js';
+import { taskEnvironment } from '../images/taskEnvironment.js';
+import { loadTask } from '../tasks/loadTask.js';
+import { withNetwork } from '../tasks/taskNetwork.js';
+import { sandboxSpecForTask } from '../images/sandboxSpecForTask.js';
+import type { TrajectoryStore } from '../stores/trajectoryStore.js';
+import { verifyCleanRoom, verifyInPlace } from '../verifier/runVerifier.js';
 import type { RolloutResult } from '../shared/pipeline.js';
 import type { SandboxProvider } from '../shared/sandbox.js';
 import { loadAttempt } from './loadTrajectory.js';

@@ -7,7 +7,7 @@
  */
 import { Connection, WorkflowExecutionAlreadyStartedError, type Client, type WorkflowHandle } from '@temporalio/client';
 import { TypedSearchAttributes, WorkflowIdReusePolicy } from '@temporalio/common';
-import { loadTask } from '../activities/tasks/loadTask.js';
+import { loadTask } from '../tasks/loadTask.js';
 import { groupWorkflowId } from '../shared/names.js';
 import { branchingProblem, harnessProblem, GroupInputSchema, type GroupInput, type GroupResult, type ResolvedGroupInput } from '../shared/pipeline.js';
 import { ROLLOUT_BATCH, ROLLOUT_TASK_ID, ROLLOUT_TASK_VERSION } from '../shared/searchAttributes.js';

@@ -12,7 +12,7 @@
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
-import { freePort } from '../workers/temporalDevServer.js';
+import { freePort } from '../servers/temporalDevServer.js';
 import { clusterClientEnv, ensureClusterCertificates, type ClusterCertificates } from './clusterCertificates.js';
 import { setUpNamespace } from './namespaceSetup.js';
 import { PASSWORD_FILE, PostgresServer, redactedUrl } from './postgresServer.js';

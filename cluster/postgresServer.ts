@@ -13,7 +13,7 @@ import { chownSync, existsSync, mkdirSync, readdirSync, readFileSync, readlinkSy
 import { userInfo } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { watchChildExit, type ChildExit } from '../workers/childProcessExit.js';
+import { watchChildExit, type ChildExit } from '../servers/childProcessExit.js';
 import { pidsWhere } from '../shared/hostProcesses.js';
 
 export class PostgresStartError extends Error {

@@ -7,7 +7,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, openSync, readFileSync } from 'node:fs';
 import { connect } from 'node:net';
-import { watchChildExit, type ChildExit } from '../workers/childProcessExit.js';
+import { watchChildExit, type ChildExit } from '../servers/childProcessExit.js';
 import type { ServiceProcessAddress } from './serviceConfig.js';
 
 export class TemporalServiceStartError extends Error {

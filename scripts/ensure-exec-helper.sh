@@ -1,16 +1,18 @@
 #!/usr/bin/env bash
 # Prints the path of the local sandbox provider's compiled helper (one program start per exec and per
 # launch instead of a chain of shell, nsenter, setpriv, prlimit, unshare and mount; see
-# activities/sandbox/local/execHelper/sandbox-helper.c), building it once with Debian's gcc and libc
-# (static, nothing downloaded). Cached outside the repository, keyed by the source's sha256, so a
+# sandboxes/local/helper/sandbox-helper.c), building it once with Debian's gcc and libc
+# (static, nothing downloaded). Cached outside the repository, keyed by the sources' sha256, so a
 # changed source builds a new one and an unchanged one is never rebuilt. Export it as
 # ROLLOUT_EXEC_HELPER; without it the provider runs the program chain and says so once in its log.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# The helper's modes (exec, launch) and the sandbox init it also is (execServer/sandbox-init.c).
-SOURCES=(activities/sandbox/local/execHelper/sandbox-helper.c activities/sandbox/local/execServer/sandbox-init.c activities/sandbox/local/execServer/sandbox-init.h)
-COMPILE=(activities/sandbox/local/execHelper/sandbox-helper.c activities/sandbox/local/execServer/sandbox-init.c)
+# The helper's modes (exec, launch, beside), the sandbox init it also is (sandbox-init.c) and what
+# both use (common.c). The cache key is the sha256 of every source, headers included.
+HELPER=sandboxes/local/helper
+SOURCES=("$HELPER/sandbox-helper.c" "$HELPER/sandbox-init.c" "$HELPER/sandbox-init.h" "$HELPER/common.c" "$HELPER/common.h")
+COMPILE=("$HELPER/sandbox-helper.c" "$HELPER/sandbox-init.c" "$HELPER/common.c")
 CACHE_ROOT="${ROLLOUT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rollout-pipeline}"
 key="$(cat "${SOURCES[@]}" | sha256sum | cut -c1-16)"
 target_dir="$CACHE_ROOT/sandbox-helper-$key"

@@ -2,7 +2,7 @@
 # Prints the python3 of a CPython release built from source for harnesses that need a newer Python
 # than the host's (Harbor's terminus-2 needs >= 3.12; bookworm has 3.11). The source is CPython's own
 # tag as the Go module proxy serves it (github.com/python/cpython v3.X.Y+incompatible, immutable,
-# sha256 pinned here as in activities/environment/cpythonSource.ts), built with the host's gcc and
+# sha256 pinned here as in images/cpythonSource.ts), built with the host's gcc and
 # Debian's -dev packages into the cache (about 6 minutes on 2 cores, once), without PGO/LTO.
 # Usage: bash scripts/ensure-harness-python.sh 3.12.14 SHA256
 set -euo pipefail

@@ -6,7 +6,7 @@
 #   a `# python: VERSION SHA256` line in its requirements names it; about 6 minutes once), and tmux,
 #   which it drives in the sandbox
 # Prints ROLLOUT_HARNESS_HOME=<dir>: the worker finds <dir>/<harness>/bin/python there
-# (activities/harness/harnessInstall.ts). Venvs of older pins of a harness are removed.
+# (harnesses/harnessInstall.ts). Venvs of older pins of a harness are removed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cache="${ROLLOUT_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/rollout-pipeline}"

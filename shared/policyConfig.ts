@@ -18,7 +18,7 @@ export const ScriptedPolicySchema = z
      * adversarial: the escape suite; rollout i makes escape attempt i mod 8 (host secrets,
      *         network, writes outside the workspace, fork bomb, memory hog, a lingering
      *         process, replaced tests, a fake reward) and submits without solving the task
-     *         (activities/policies/adversarialPolicy.ts).
+     *         (policies/adversarial/adversarialPolicy.ts).
      */
     script: z.enum(['oracle', 'noop', 'mixed', 'stall', 'adversarial']),
   })
@@ -38,7 +38,7 @@ export const MAX_REQUEST_TIMEOUT_MS = 280_000;
  * What shapes the distribution tokens are sampled from. Unset fields are sent as RL needs them, not
  * left to the server's defaults (llama.cpp's are temperature 0.8, top_k 40, top_p 0.95, min_p 0.05):
  * temperature 1, no truncation, no penalties. A field the server kind cannot take is an error
- * (activities/policies/sampling/).
+ * (policies/sampling/).
  */
 export const SamplingSchema = z
   .object({
@@ -82,7 +82,7 @@ export const OpenAIPolicySchema = z
     server: z.enum(['auto', ...SERVER_KINDS]).default('auto'),
     /**
      * How long one policy call may take. When absent it is derived from sampling.max_tokens
-     * (activities/policies/generationBudget/turnBudget.ts). A call that runs past it while the
+     * (policies/generationBudget/turnBudget.ts). A call that runs past it while the
      * server answers a health probe is the model's (model/generation_too_long), else infra.
      */
     requestTimeoutMs: z
@@ -98,7 +98,7 @@ export const OpenAIPolicySchema = z
     /** Token ids per turn for training (shared/tokens.ts): asked from the server (`server`), built by the pipeline (`pipeline`), or not at all (`off`, for APIs that refuse the extra fields). */
     tokens: TokenCaptureSchema.prefault({}),
     /**
-     * Admission by the server's own load (activities/policies/admission/): `load` sends a call only while
+     * Admission by the server's own load (policies/admission/): `load` sends a call only while
      * the server has room (KV cache under kvHigh, back under kvLow after it passed it; nothing queued; an
      * idle llama.cpp slot), waiting at most maxWaitSec; `off` sends every call at once.
      */
@@ -119,7 +119,7 @@ export const OpenAIPolicySchema = z
     if (problem) ctx.addIssue({ code: 'custom', message: problem, path: ['sampling'] });
   });
 
-/** The published agent harnesses the `harness` policy runs, and the version each is pinned to (activities/harness/). */
+/** The published agent harnesses the `harness` policy runs, and the version each is pinned to (harnesses/). */
 /** terminus-2 is Harbor's agent; its version is the `harbor` package's. */
 export const HARNESS_VERSIONS = { 'mini-swe-agent': '2.4.6', 'terminus-2': '0.25.0' } as const;
 export type HarnessName = keyof typeof HARNESS_VERSIONS;
@@ -129,7 +129,7 @@ export const HARNESS_NAMES = Object.keys(HARNESS_VERSIONS) as HarnessName[];
  * An agent harness as it is published (PyPI), unmodified, drives the sandbox: its commands run in the
  * rollout's sandbox through the provider, and its model calls go to an endpoint the pipeline serves
  * for the rollout, which forwards them to `inference` with the group's sampling and token mode and
- * records each as a turn (activities/harness/).
+ * records each as a turn (harnesses/).
  */
 export const HarnessPolicySchema = z
   .object({

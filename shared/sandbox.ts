@@ -35,7 +35,7 @@ export const SandboxSpecSchema = z
     /** Container image for providers that run containers (Harbor's [environment].docker_image); the local provider ignores it. */
     image: z.string().min(1).optional(),
     /**
-     * Local provider: host directory holding an image's root filesystem (built by activities/environment).
+     * Local provider: host directory holding an image's root filesystem (built by images/).
      * It becomes the read-only lower layer of the whole sandbox root (writable through the overlay, as a
      * container's), instead of the host's /usr with environmentDir at workdir.
      */
@@ -102,7 +102,7 @@ export const LocalSandboxHandleSchema = z
     env: z.record(z.string(), z.string()).optional(),
     /** The spec's fileCapabilities, kept by every command. */
     capabilities: z.array(z.string().regex(/^[a-z_]+$/)).optional(),
-    /** The exec server's socket on the host, when the sandbox's init is the compiled helper's (execServer/). */
+    /** The exec server's socket on the host, when the sandbox's init is the compiled helper's (sandboxes/local/helper/sandbox-init.c). */
     execSocket: z.string().startsWith('/').optional(),
   })
   .strict();
@@ -201,7 +201,7 @@ export interface SandboxRecord {
 
 /**
  * What the host knows of how a sandbox that is gone ended, for failure
- * attribution (activities/attribution/). Every field is evidence the host
+ * attribution (verifier/attribution/). Every field is evidence the host
  * holds, never something the sandbox's processes could write.
  */
 export interface SandboxLossEvidence {
@@ -264,7 +264,7 @@ export interface SandboxProvider {
   readTrusted?(handle: SandboxHandle, path: string, options?: ReadFileOptions): Promise<Uint8Array>;
   /**
    * What the agent replaced, removed or planted among the programs, libraries and startup hooks of the
-   * sandbox's image that an in-place verifier would load (activities/verifier/integrityRules.ts), one
+   * sandbox's image that an in-place verifier would load (shared/integrityRules.ts), one
    * line per finding; empty when nothing. Read without running anything in the sandbox. Optional: a
    * provider without it verifies in place unchecked (docs/verifier-integrity.md).
    */

@@ -126,7 +126,7 @@ export interface LoadedTask extends TaskRef {
   workdir: string;
   /** [environment] workdir as the task wrote it. */
   declaredWorkdir: string | undefined;
-  /** What the agent's sandbox may reach (the verifier shares it), and which setting said so (activities/tasks/taskNetwork.ts). */
+  /** What the agent's sandbox may reach (the verifier shares it), and which setting said so (tasks/taskNetwork.ts). */
   network: TaskNetwork;
   /** Harbor's [verifier] environment_mode: shared (in the agent's sandbox) or separate (a fresh one). */
   verifierEnvironmentMode: 'shared' | 'separate' | undefined;

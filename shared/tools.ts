@@ -8,7 +8,7 @@ export const TOOL_NAMES = ['bash', 'read_file', 'write_file', 'submit'] as const
 export type ToolName = (typeof TOOL_NAMES)[number];
 
 /**
- * Where the tool calls of an answer are read from (activities/policies/toolCallParsing/):
+ * Where the tool calls of an answer are read from (policies/toolCallParsing/):
  * - server:      the server's own `tool_calls` (its parser read the model's text);
  * - fenced-json: ```json blocks holding {"name": ..., "arguments": {...}} in the content;
  * - hermes-tags: <tool_call>{"name": ..., "arguments": {...}}</tool_call> in the content;

@@ -13,8 +13,8 @@ import { globSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:f
 import { availableParallelism } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { startDevServer, type RunningDevServer } from '../workers/temporalDevServer.js';
-import { TemporalBinaryError } from '../workers/temporalBinary.js';
+import { startDevServer, type RunningDevServer } from '../servers/temporalDevServer.js';
+import { TemporalBinaryError } from '../servers/temporalBinary.js';
 import { runTestFile, stopAllTestFiles, type FileResult } from './runner/fileRun.js';
 import { CPU_HEAVY, TRAINER, scheduledFile, type PlannedFile } from './runner/schedule.js';
 import { longestFirst, pickStartable } from './runner/scheduler.js';

@@ -4,7 +4,7 @@
  * TEMPORAL_LOG_LEVEL says otherwise) with their context (workflowId, runId,
  * activityType, ...) as top-level fields, and when a metrics address is given
  * the Runtime serves Prometheus metrics: the SDK's own and the pipeline's
- * (activities/pipelineMetrics.ts, workflow metricMeter), on one endpoint.
+ * (agent/pipelineMetrics.ts, workflow metricMeter), on one endpoint.
  */
 import { DefaultLogger, Runtime, type LogLevel } from '@temporalio/worker';
 import { pino, type Logger } from 'pino';

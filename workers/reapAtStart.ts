@@ -7,7 +7,7 @@
  * re-attaches to it.
  */
 import type { Logger } from 'pino';
-import { reapSandboxes, type OwnerStatus, type ReapReport } from '../activities/reaper/reapSandboxes.js';
+import { reapSandboxes, type OwnerStatus, type ReapReport } from '../sandboxes/reaper/reapSandboxes.js';
 import type { SandboxProvider } from '../shared/sandbox.js';
 
 export async function reapAtStart(provider: SandboxProvider, ownerStatus: (workflowId: string, runId: string) => Promise<OwnerStatus>, logger: Logger): Promise<ReapReport | undefined> {

@@ -7,15 +7,15 @@
  */
 import { hostname } from 'node:os';
 import { Runtime } from '@temporalio/worker';
-import { pipelineMetrics } from '../activities/pipelineMetrics.js';
+import { pipelineMetrics } from '../agent/pipelineMetrics.js';
 import { temporalOwnerStatus } from '../activities/reaper/temporalOwnerStatus.js';
 import { TASK_QUEUES } from '../shared/names.js';
 import { ensureJanitorSchedule } from './janitorSchedule.js';
 import { reapAtStart } from './reapAtStart.js';
 import { openTemporalClient, openWorkerConnection, type TemporalSettings } from './temporalConnection.js';
-import { openSandboxProvider } from '../activities/sandbox/openSandboxProvider.js';
-import { openTrajectoryStore } from '../activities/store/openTrajectoryStore.js';
-import type { TrajectoryStore } from '../activities/store/trajectoryStore.js';
+import { openSandboxProvider } from '../sandboxes/openSandboxProvider.js';
+import { openTrajectoryStore } from '../stores/openTrajectoryStore.js';
+import type { TrajectoryStore } from '../stores/trajectoryStore.js';
 import type { SandboxProvider } from '../shared/sandbox.js';
 import { createLogger, installRuntime } from './logger.js';
 import { createPipelineWorkers, type PipelineWorkers } from './pipelineWorkers.js';

@@ -1,7 +1,7 @@
 /**
  * Tree-shaped sampling (group.branching { atTurns, width }): a rollout that reaches a branch turn
  * starts width-1 branches there, as its child workflows (the Web UI shows them under it), each sharing
- * its turns so far (restored by replay, activities/resume/) and going on on its own; branches branch
+ * its turns so far (restored by replay, resume/) and going on on its own; branches branch
  * again at later turns. A rollout waits for its branches before it returns and hands their results
  * (and their branches') up with its own, so the group sees the whole tree.
  *

@@ -219,7 +219,7 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
     }
     if (isCancellation(err)) throw err;
     const c = classifyFailure(err);
-    // Failure attribution (activities/attribution/) laid the end on the agent: it made verification
+    // Failure attribution (verifier/attribution/) laid the end on the agent: it made verification
     // impossible. Scored as a failed attempt, never retried, never masked unless the policy masks model.
     if (c.failureClass === 'model' && (deprecatePatch('attributed-model-failures'), true)) {
       const reward = group.failurePolicy.failedAttemptReward ?? 0;

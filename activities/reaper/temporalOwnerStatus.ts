@@ -1,6 +1,6 @@
 /** Asks Temporal whether the workflow run that owns a sandbox is still open. */
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
-import type { OwnerStatus } from './reapSandboxes.js';
+import type { OwnerStatus } from '../../sandboxes/reaper/reapSandboxes.js';
 
 export function temporalOwnerStatus(client: Client): (workflowId: string, runId: string) => Promise<OwnerStatus> {
   return async (workflowId, runId) => {

@@ -8,17 +8,17 @@ import { ClassifiedError, failureName } from '../../shared/failures.js';
 import type { ResolvedGroupInput, ResolvedPolicyConfig } from '../../shared/pipeline.js';
 import type { SandboxProvider } from '../../shared/sandbox.js';
 import type { LoadedTask, TaskRef } from '../../shared/task.js';
-import { VerifierControls } from '../attribution/verifierControl.js';
+import { VerifierControls } from '../../verifier/attribution/verifierControl.js';
 import { InFlightSteps } from '../inFlightSteps.js';
-import { pipelineMetrics, type PipelineMetrics } from '../pipelineMetrics.js';
-import { OpenAIPolicy } from '../policies/openaiPolicy.js';
-import type { PolicyClient } from '../policies/policyClient.js';
-import { ScriptedPolicy } from '../policies/scriptedPolicy.js';
-import { TokenLevelPolicy } from '../policies/tokens/tokenLevelPolicy.js';
-import type { OwnerStatus } from '../reaper/reapSandboxes.js';
-import type { TrajectoryStore } from '../store/trajectoryStore.js';
-import { TaskCache } from '../tasks/taskCache.js';
-import { withNetwork } from '../tasks/taskNetwork.js';
+import { pipelineMetrics, type PipelineMetrics } from '../../agent/pipelineMetrics.js';
+import { OpenAIPolicy } from '../../policies/openaiPolicy.js';
+import type { PolicyClient } from '../../policies/policyClient.js';
+import { ScriptedPolicy } from '../../policies/scriptedPolicy.js';
+import { TokenLevelPolicy } from '../../policies/tokens/tokenLevelPolicy.js';
+import type { OwnerStatus } from '../../sandboxes/reaper/reapSandboxes.js';
+import type { TrajectoryStore } from '../../stores/trajectoryStore.js';
+import { TaskCache } from '../../tasks/taskCache.js';
+import { withNetwork } from '../../tasks/taskNetwork.js';
 
 export interface ActivityDeps {
   provider: SandboxProvider;
@@ -73,7 +73,7 @@ export function createActivityContext(deps: ActivityDeps): ActivityContext {
     deps.policyClient ??
     ((config: ResolvedPolicyConfig): PolicyClient => {
       if (config.kind === 'scripted') return new ScriptedPolicy(config.script);
-      // A harness's calls go to its inference server through the capture endpoint (activities/harness/), which asks this same client.
+      // A harness's calls go to its inference server through the capture endpoint (harnesses/), which asks this same client.
       const inference = config.kind === 'harness' ? config.inference : config;
       return inference.tokens.mode === 'pipeline' ? new TokenLevelPolicy(inference) : new OpenAIPolicy(inference);
     });

@@ -1,10 +1,10 @@
 /**
  * runHarness: the harness policy's agent stage. A published harness runs on this host against a
  * capture endpoint for the attempt; its model calls are recorded as turns, its commands as tool calls
- * (activities/harness/).
+ * (harnesses/).
  */
-import type { HarnessRunInput, HarnessRunOutput } from '../harness/runHarness.js';
-import { runHarness } from '../harness/runHarness.js';
+import type { HarnessRunInput, HarnessRunOutput } from '../../harnesses/runHarness.js';
+import { runHarness } from '../../harnesses/runHarness.js';
 import { taskOfGroup, type ActivityContext } from './activityContext.js';
 
 export async function runHarnessAttempt(ctx: ActivityContext, input: HarnessRunInput): Promise<HarnessRunOutput> {

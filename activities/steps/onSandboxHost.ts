@@ -18,15 +18,15 @@ import { Context } from '@temporalio/activity';
 import { ClassifiedError, failureName } from '../../shared/failures.js';
 import type { SandboxHandle, SandboxStateDigest, TeardownReport } from '../../shared/sandbox.js';
 import { activityLog } from '../activityLog.js';
-import { policyName, toolName, type PolicyTurnRecord, type ToolTurnRecord } from '../agent/conversation.js';
-import { executeToolCall } from '../agent/executeTool.js';
-import { summarizeToolCall } from '../agent/toolArguments.js';
-import { attributeSandboxLoss, attributeVerifyFailure } from '../attribution/attributeFailure.js';
+import { policyName, toolName, type PolicyTurnRecord, type ToolTurnRecord } from '../../agent/conversation.js';
+import { executeToolCall } from '../../agent/executeTool.js';
+import { summarizeToolCall } from '../../agent/toolArguments.js';
+import { attributeSandboxLoss, attributeVerifyFailure } from '../../verifier/attribution/attributeFailure.js';
 import type { TeardownInput, ToolCallsStepInput, ToolCallsStepOutput, ToolStepInput, ToolStepOutput, VerifyInput, VerifyOutput, VerifyThenTeardownOutput } from '../contract.js';
-import { taskEnvironment } from '../environment/taskEnvironment.js';
+import { taskEnvironment } from '../../images/taskEnvironment.js';
 import { HEARTBEAT_EVERY_MS, withHeartbeats } from '../heartbeats.js';
-import { sandboxSpecForTask } from '../tasks/sandboxSpecForTask.js';
-import { verifyCleanRoom, verifyInPlace } from '../verifier/runVerifier.js';
+import { sandboxSpecForTask } from '../../images/sandboxSpecForTask.js';
+import { verifyCleanRoom, verifyInPlace } from '../../verifier/runVerifier.js';
 import { taskOfGroup, type ActivityContext } from './activityContext.js';
 
 // ---- a turn's tool calls ----
@@ -65,7 +65,7 @@ async function runOneToolOnce(ctx: ActivityContext, input: ToolStepInput): Promi
   });
   const durationMs = performance.now() - started;
   metrics.toolCall(outcome.name, durationMs);
-  // What the call left in the sandbox, for a replay of it to be checked against (activities/resume/).
+  // What the call left in the sandbox, for a replay of it to be checked against (resume/).
   const digestStarted = performance.now();
   const state = input.recordState && deps.provider.stateDigest ? await stateAfterCall(ctx, input.handle, name) : undefined;
   const stateMs = performance.now() - digestStarted;

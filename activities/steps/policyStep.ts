@@ -5,14 +5,14 @@
  */
 import { policyLabel } from '../../shared/policyLabel.js';
 import { TOOL_SCHEMAS } from '../../shared/tools.js';
-import { loadConversation, policyName, type PolicyTurnRecord } from '../agent/conversation.js';
-import { parseToolCall, summarizeToolCall } from '../agent/toolArguments.js';
+import { loadConversation, policyName, type PolicyTurnRecord } from '../../agent/conversation.js';
+import { parseToolCall, summarizeToolCall } from '../../agent/toolArguments.js';
 import { activityLog } from '../activityLog.js';
 import type { PolicyStepInput, PolicyStepOutput } from '../contract.js';
 import { withHeartbeats } from '../heartbeats.js';
-import { callPolicy } from '../policies/meteredPolicyCall.js';
-import { turnIntegrity, type TurnTokenStatus } from '../policies/tokens/turnIntegrity.js';
-import { turnTokensOf } from '../policies/tokens/turnTokensOf.js';
+import { callPolicy } from '../../agent/meteredPolicyCall.js';
+import { turnIntegrity, type TurnTokenStatus } from '../../policies/tokens/turnIntegrity.js';
+import { turnTokensOf } from '../../policies/tokens/turnTokensOf.js';
 import { loadSubmittedTask, type ActivityContext } from './activityContext.js';
 
 /**

@@ -6,13 +6,13 @@ import { createHash } from 'node:crypto';
 import { ClassifiedError } from '../../shared/failures.js';
 import { hostTaskQueue } from '../../shared/names.js';
 import { TOOL_SCHEMAS } from '../../shared/tools.js';
-import { metaName, SYSTEM_PROMPT, type AttemptMeta } from '../agent/conversation.js';
+import { metaName, SYSTEM_PROMPT, type AttemptMeta } from '../../agent/conversation.js';
 import { activityLog } from '../activityLog.js';
 import type { ProvisionInput, ProvisionOutput } from '../contract.js';
-import { taskEnvironment } from '../environment/taskEnvironment.js';
+import { taskEnvironment } from '../../images/taskEnvironment.js';
 import { withHeartbeats } from '../heartbeats.js';
 import { pipelineVersion } from '../pipelineVersion.js';
-import { sandboxSpecForTask } from '../tasks/sandboxSpecForTask.js';
+import { sandboxSpecForTask } from '../../images/sandboxSpecForTask.js';
 import { taskOfGroup, type ActivityContext } from './activityContext.js';
 
 export const TOOL_INTERFACE_HASH = createHash('sha256').update(JSON.stringify(TOOL_SCHEMAS)).digest('hex');

@@ -1,6 +1,6 @@
-/** reapSandboxes: one janitor pass over this host's sandboxes (activities/reaper/). */
+/** reapSandboxes: one janitor pass over this host's sandboxes (sandboxes/reaper/). */
 import { withHeartbeats } from '../heartbeats.js';
-import { reapSandboxes, type ReapReport } from '../reaper/reapSandboxes.js';
+import { reapSandboxes, type ReapReport } from '../../sandboxes/reaper/reapSandboxes.js';
 import type { ActivityContext } from './activityContext.js';
 
 export async function reapPass({ deps, countSandboxes }: ActivityContext, options: { dryRun: boolean }): Promise<ReapReport> {

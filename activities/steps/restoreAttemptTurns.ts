@@ -1,11 +1,11 @@
 /**
  * restoreTurns (failurePolicy.resume 'replay'): brings a fresh sandbox to where an earlier attempt's
  * last finished turn left its own, by replaying its tool calls, and takes those turns over into this
- * attempt (activities/resume/restoreTurns.ts). Heartbeats while it replays.
+ * attempt (resume/restoreTurns.ts). Heartbeats while it replays.
  */
 import { activityLog } from '../activityLog.js';
 import { withHeartbeats } from '../heartbeats.js';
-import { restoreTurns, type RestoreTurnsInput, type RestoreTurnsOutput } from '../resume/restoreTurns.js';
+import { restoreTurns, type RestoreTurnsInput, type RestoreTurnsOutput } from '../../resume/restoreTurns.js';
 import type { ActivityContext } from './activityContext.js';
 
 export function restoreAttemptTurns({ deps }: ActivityContext, input: RestoreTurnsInput): Promise<RestoreTurnsOutput> {

@@ -12,7 +12,7 @@
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
-import { startDevServer, type RunningDevServer } from '../../workers/temporalDevServer.js';
+import { startDevServer, type RunningDevServer } from '../../servers/temporalDevServer.js';
 import { openTemporalClient, type TemporalSettings } from '../../workers/temporalConnection.js';
 import { openClientThroughOutage } from '../outage/openClient.js';
 import { liveRun } from '../stopping/embeddedRunMarker.js';

@@ -1,6 +1,6 @@
 /**
  * Branch a rollout at turn K: N new rollouts that share its turns 0..K-1 (each restores them into its
- * own fresh sandbox by replay and takes them over with their ids, activities/resume/) and go on from
+ * own fresh sandbox by replay and takes them over with their ids, resume/) and go on from
  * turn K with the policy, each with its own seed. They run as one group of a new batch
  * (`<batch>.b<index>t<K>-<stamp>`), so their results stream, export and get advantages as siblings.
  *
@@ -8,9 +8,9 @@
  * Temporal does not know, a turn past what its attempt finished, a trajectory the store no longer holds.
  */
 import type { Client } from '@temporalio/client';
-import { metaName } from '../../activities/agent/conversation.js';
-import { readRecordedTurns } from '../../activities/resume/recordedTurns.js';
-import type { TrajectoryStore } from '../../activities/store/trajectoryStore.js';
+import { metaName } from '../../agent/conversation.js';
+import { readRecordedTurns } from '../../resume/recordedTurns.js';
+import type { TrajectoryStore } from '../../stores/trajectoryStore.js';
 import { GroupInputSchema, MAX_GROUP_SIZE, type ResolvedGroupInput } from '../../shared/pipeline.js';
 import { readRolloutState, ShowError } from '../show/readRolloutState.js';
 import { RerunError, rolloutInputOf } from '../rerunRollout.js';

@@ -9,10 +9,10 @@
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
-import { chatTemplateProblem } from '../../activities/policies/tokens/chatTemplate/configuredTemplate.js';
+import { chatTemplateProblem } from '../../policies/tokens/chatTemplate/configuredTemplate.js';
 import type { ChatTemplate } from '../../shared/tokens.js';
 
-const FIX = 'Fix: give a Jinja chat template for the model you serve (e.g. the GGUF\'s own, which `workers/inference/llama_server.py --template-out FILE` writes), or leave tokens.chatTemplate out to render with the server\'s template';
+const FIX = 'Fix: give a Jinja chat template for the model you serve (e.g. the GGUF\'s own, which `servers/inference/llama_server.py --template-out FILE` writes), or leave tokens.chatTemplate out to render with the server\'s template';
 
 export class ChatTemplateError extends Error {
   override readonly name = 'ChatTemplateError';

@@ -4,7 +4,7 @@
  * each with its own seed, as one group of a new batch (client/branch/branchRollout.ts). Waits for
  * them and prints each branch. Needs workers running on the original's task queues.
  */
-import { openTrajectoryStore } from '../../activities/store/openTrajectoryStore.js';
+import { openTrajectoryStore } from '../../stores/openTrajectoryStore.js';
 import { BranchError, branchRollout } from '../branch/branchRollout.js';
 import { batchOfWorkflowId, batchServerFromFlags } from '../batchServer/batchServerFromFlags.js';
 import { dataDir } from './cliSettings.js';

@@ -1,8 +1,8 @@
 /** Settings the `rollout` commands share: where Temporal is, where data goes, which tasks. */
 import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { openTrajectoryStore } from '../../activities/store/openTrajectoryStore.js';
-import type { TrajectoryStore } from '../../activities/store/trajectoryStore.js';
+import { openTrajectoryStore } from '../../stores/openTrajectoryStore.js';
+import type { TrajectoryStore } from '../../stores/trajectoryStore.js';
 import { TokenModeSchema } from '../../shared/tokens.js';
 import { HARNESS_NAMES, ScriptedPolicySchema, type PolicyConfig } from '../../shared/pipeline.js';
 import type { ToolCallParserName } from '../../shared/tools.js';

@@ -6,10 +6,10 @@
  * unused that long (default 168 h; 0 = every image not under a live sandbox).
  * `rollout env du`: disk use of the image cache.
  */
-import { diskUse, gcImages, type DiskUse } from '../../activities/environment/imageGc.js';
-import { imageTools } from '../../activities/environment/imageTools.js';
-import { ensureTaskImage, imageIdentity } from '../../activities/environment/taskImage.js';
-import { loadTask } from '../../activities/tasks/loadTask.js';
+import { diskUse, gcImages, type DiskUse } from '../../images/imageGc.js';
+import { imageTools } from '../../images/imageTools.js';
+import { ensureTaskImage, imageIdentity } from '../../images/taskImage.js';
+import { loadTask } from '../../tasks/loadTask.js';
 import { ClassifiedError } from '../../shared/failures.js';
 import { HelpRequested, parseCommandLine, wantsHelp } from './commandLine.js';
 import { UsageError } from './usageError.js';

@@ -1,5 +1,5 @@
 /** `rollout export <batch> --out FILE`: a batch's training samples as JSONL, one line per valid rollout. */
-import { openTrajectoryStore } from '../../activities/store/openTrajectoryStore.js';
+import { openTrajectoryStore } from '../../stores/openTrajectoryStore.js';
 import { batchServerFromFlags } from '../batchServer/batchServerFromFlags.js';
 import { exportBatch } from '../export/exportBatch.js';
 import { dataDir } from './cliSettings.js';

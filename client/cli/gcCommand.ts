@@ -7,9 +7,9 @@
  * gone, or whose lease expired, goes; one a live worker holds never does.
  */
 import { openTemporalClient, temporalSettings } from '../../workers/temporalConnection.js';
-import { reapSandboxes, type ReapReport } from '../../activities/reaper/reapSandboxes.js';
+import { reapSandboxes, type ReapReport } from '../../sandboxes/reaper/reapSandboxes.js';
 import { temporalOwnerStatus } from '../../activities/reaper/temporalOwnerStatus.js';
-import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
+import { LocalSandboxProvider } from '../../sandboxes/local/localSandboxProvider.js';
 import { parseCommandLine } from './commandLine.js';
 import { UsageError } from './usageError.js';
 

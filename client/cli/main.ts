@@ -62,9 +62,9 @@ async function main(argv: string[]): Promise<number> {
 async function isUsersToFix(err: unknown): Promise<boolean> {
   if (err instanceof UsageError) return true;
   const classes = await Promise.all([
-    import('../../workers/temporalBinary.js').then((m) => m.TemporalBinaryError),
-    import('../../activities/store/openTrajectoryStore.js').then((m) => m.StoreSettingError),
-    import('../../activities/sandbox/openSandboxProvider.js').then((m) => m.ProviderSettingError),
+    import('../../servers/temporalBinary.js').then((m) => m.TemporalBinaryError),
+    import('../../stores/openTrajectoryStore.js').then((m) => m.StoreSettingError),
+    import('../../sandboxes/openSandboxProvider.js').then((m) => m.ProviderSettingError),
     import('../../workers/temporalConnection.js').then((m) => m.TemporalSettingError),
     import('../outage/serverWait.js').then((m) => m.ServerUnreachableError),
     import('../batchServer/openBatchServer.js').then((m) => [m.BatchNotFoundError, m.NoServerError]),

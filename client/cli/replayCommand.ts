@@ -3,8 +3,8 @@
  * in a fresh sandbox without the model, re-verifies, and prints original and
  * replayed side by side. Exit 0 when the reward reproduces, 1 when it does not.
  */
-import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
-import { openTrajectoryStore } from '../../activities/store/openTrajectoryStore.js';
+import { LocalSandboxProvider } from '../../sandboxes/local/localSandboxProvider.js';
+import { openTrajectoryStore } from '../../stores/openTrajectoryStore.js';
 import { ReplayError, replayRollout } from '../replayRollout.js';
 import { dataDir } from './cliSettings.js';
 import { batchOfWorkflowId, batchServerFromFlags } from '../batchServer/batchServerFromFlags.js';

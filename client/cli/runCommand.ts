@@ -6,7 +6,7 @@
 import { existsSync, mkdirSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { GroupResult } from '../../shared/pipeline.js';
-import { freePort, startDevServer, type RunningDevServer } from '../../workers/temporalDevServer.js';
+import { freePort, startDevServer, type RunningDevServer } from '../../servers/temporalDevServer.js';
 import { startLocalPipeline, type LocalPipeline } from '../../workers/startLocalPipeline.js';
 import { BatchInputError, resolveBatch, submitResolvedBatch, type SubmitBatchOptions } from '../submitBatch.js';
 import { summaryTable } from '../report/summaryTable.js';
@@ -19,7 +19,7 @@ import { parseCommandLine } from './commandLine.js';
 import { parseVerifyMode } from './verifyModeOption.js';
 import { UsageError } from './usageError.js';
 import type { NetworkMode } from '../../shared/task.js';
-import { parseNetworkMode } from '../../activities/tasks/taskNetwork.js';
+import { parseNetworkMode } from '../../tasks/taskNetwork.js';
 import { liveRun, removeMarker, writeMarker } from '../stopping/embeddedRunMarker.js';
 import { interruptedExitCode, untilAborted, watchInterrupts } from '../stopping/interrupt.js';
 import { cancelLeftoverRun } from '../stopping/leftoverRun.js';

@@ -2,7 +2,7 @@
  * `rollout server`: runs the Temporal dev server in the foreground with the
  * project's search attributes registered, until Ctrl-C.
  */
-import { startDevServer } from '../../workers/temporalDevServer.js';
+import { startDevServer } from '../../servers/temporalDevServer.js';
 import { parseCommandLine } from './commandLine.js';
 import { UsageError } from './usageError.js';
 

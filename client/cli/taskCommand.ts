@@ -4,13 +4,13 @@
  * sandboxes. Exit 0 when every task behaves, 1 when one does not, 2 when a
  * task directory is invalid.
  */
-import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
-import { checkTask, type TaskCheckReport } from '../../activities/tasks/checkTask.js';
-import { describeOutsideWorldNeed } from '../../activities/tasks/outsideWorld.js';
-import { loadTask } from '../../activities/tasks/loadTask.js';
+import { LocalSandboxProvider } from '../../sandboxes/local/localSandboxProvider.js';
+import { checkTask, type TaskCheckReport } from '../taskTools/checkTask.js';
+import { describeOutsideWorldNeed } from '../../tasks/outsideWorld.js';
+import { loadTask } from '../../tasks/loadTask.js';
 import { ClassifiedError } from '../../shared/failures.js';
 import type { NetworkMode } from '../../shared/task.js';
-import { describeNetwork, parseNetworkMode, withNetwork } from '../../activities/tasks/taskNetwork.js';
+import { describeNetwork, parseNetworkMode, withNetwork } from '../../tasks/taskNetwork.js';
 import { HelpRequested, parseCommandLine, wantsHelp } from './commandLine.js';
 import { parseVerifyMode } from './verifyModeOption.js';
 import { UsageError } from './usageError.js';

@@ -1,5 +1,5 @@
 /** `--verify in-place|clean-room`, as `rollout run` and `rollout task check` take it. */
-import type { VerifyMode } from '../../activities/verifier/runVerifier.js';
+import type { VerifyMode } from '../../verifier/runVerifier.js';
 import { UsageError } from './usageError.js';
 
 export function parseVerifyMode(value: string | undefined): VerifyMode | undefined {

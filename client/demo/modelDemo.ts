@@ -13,7 +13,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { llamaSetupFromEnv, startLlamaServer } from '../../workers/inference/llamaServer.js';
+import { llamaSetupFromEnv, startLlamaServer } from '../../servers/inference/llamaServer.js';
 import { runCommand } from '../cli/runCommand.js';
 import { UsageError } from '../cli/usageError.js';
 import { DEMO_MODEL_NAME, DEMO_TOOL_CALL_PARSERS } from './modelDemoSettings.js';

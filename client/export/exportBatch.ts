@@ -8,8 +8,8 @@
 import { createWriteStream } from 'node:fs';
 import { once } from 'node:events';
 import type { Client } from '@temporalio/client';
-import type { TrajectoryStore } from '../../activities/store/trajectoryStore.js';
-import type { PolicyTurnRecord } from '../../activities/agent/conversation.js';
+import type { TrajectoryStore } from '../../stores/trajectoryStore.js';
+import type { PolicyTurnRecord } from '../../agent/conversation.js';
 import type { GroupResult, RolloutResult } from '../../shared/pipeline.js';
 import type { TokenIntegrity, TurnTokens } from '../../shared/tokens.js';
 import { listBatchGroups } from '../batchGroups.js';

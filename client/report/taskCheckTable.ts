@@ -2,7 +2,7 @@
  * One line per task of a `rollout task check` over a collection: the verdict
  * of each part, the network the task ran with, and where the time went.
  */
-import type { TaskCheckCase, TaskCheckReport } from '../../activities/tasks/checkTask.js';
+import type { TaskCheckCase, TaskCheckReport } from '../taskTools/checkTask.js';
 
 function caseVerdict(c: TaskCheckCase | undefined): string {
   if (!c) return '-';

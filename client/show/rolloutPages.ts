@@ -6,7 +6,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import type { TrajectoryStore } from '../../activities/store/trajectoryStore.js';
+import type { TrajectoryStore } from '../../stores/trajectoryStore.js';
 import type { GroupResult, RolloutResult } from '../../shared/pipeline.js';
 import type { RolloutState } from './readRolloutState.js';
 import { rolloutHtml } from './rolloutHtml.js';

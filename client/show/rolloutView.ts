@@ -4,8 +4,8 @@
  * store (per attempt: instruction, turns, tool results, verifier run). The
  * text and HTML renderers both draw this, so they show the same things.
  */
-import type { TrajectoryStore } from '../../activities/store/trajectoryStore.js';
-import type { VerifyOutcome } from '../../activities/verifier/runVerifier.js';
+import type { TrajectoryStore } from '../../stores/trajectoryStore.js';
+import type { VerifyOutcome } from '../../verifier/runVerifier.js';
 import { FailurePolicySchema, type AttemptSummary } from '../../shared/pipeline.js';
 import { loadTrajectory, type TrajectoryAttempt } from '../loadTrajectory.js';
 import type { RolloutState } from './readRolloutState.js';

@@ -3,8 +3,8 @@
  * then each tool call with its arguments and what came back (exit code,
  * duration, each output stream cut to a few lines with its size).
  */
-import { parseBashObservation } from '../../activities/agent/bashObservation.js';
-import type { ToolTurnRecord } from '../../activities/agent/conversation.js';
+import { parseBashObservation } from '../../agent/bashObservation.js';
+import type { ToolTurnRecord } from '../../agent/conversation.js';
 import type { TurnSampling } from '../../shared/tokens.js';
 import type { ToolCall } from '../../shared/tools.js';
 import type { TrajectoryTurn } from '../loadTrajectory.js';

@@ -1,6 +1,6 @@
 /** The short phrases both renderers use: outcome, reward, durations, attempt titles, the rollout's key facts. */
 import type { AttemptView, RolloutView } from './rolloutView.js';
-import { describeNetwork } from '../../activities/tasks/taskNetwork.js';
+import { describeNetwork } from '../../tasks/taskNetwork.js';
 
 export function durationText(ms: number): string {
   if (ms < 1000) return `${Math.round(ms)} ms`;

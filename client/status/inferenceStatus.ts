@@ -1,13 +1,13 @@
 /**
  * The inference server a running batch talks to, as `rollout status` reports it: how many of the
- * batch's rollouts are running and the server's own load (activities/policies/admission/), read
+ * batch's rollouts are running and the server's own load (policies/admission/), read
  * from the server the batch's first running group names in its input.
  */
 import type { Client } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
-import { describeLoad, readInferenceLoad } from '../../activities/policies/admission/inferenceLoad.js';
-import { serverKind } from '../../activities/policies/sampling/serverKind.js';
-import { serverRoot } from '../../activities/policies/tokens/serverEndpoints.js';
+import { describeLoad, readInferenceLoad } from '../../policies/admission/inferenceLoad.js';
+import { serverKind } from '../../policies/sampling/serverKind.js';
+import { serverRoot } from '../../policies/tokens/serverEndpoints.js';
 import { GroupRequestSchema } from '../../shared/pipeline.js';
 
 /** One line, or undefined when the batch runs nothing or its policy is scripted. */

@@ -9,7 +9,7 @@
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { z } from 'zod';
-import { holderAlive, HolderSchema, thisProcess } from '../../activities/sandbox/local/holderProcess.js';
+import { holderAlive, HolderSchema, thisProcess } from '../../sandboxes/local/holderProcess.js';
 
 /** `address`: the run's Temporal server, so that commands reading a batch meanwhile ask it (markers before it have none). */
 const MarkerSchema = z.object({ process: HolderSchema, batchId: z.string(), startedAt: z.string(), address: z.string().optional() });

@@ -11,7 +11,7 @@
  * infra and retries. Sync between batches, or pause admissions around it, to avoid those.
  */
 import { closeSync, openSync, readSync } from 'node:fs';
-import { LlamaServerStartError, startLlamaServer, type LlamaServerOptions, type RunningLlamaServer } from '../../workers/inference/llamaServer.js';
+import { LlamaServerStartError, startLlamaServer, type LlamaServerOptions, type RunningLlamaServer } from '../../servers/inference/llamaServer.js';
 
 export class WeightSyncError extends Error {
   constructor(

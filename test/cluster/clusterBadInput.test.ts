@@ -14,7 +14,7 @@ import { ensureClusterCertificates } from '../../cluster/clusterCertificates.js'
 import { LocalTemporalCluster } from '../../cluster/localCluster.js';
 import { temporalSettings } from '../../workers/temporalConnection.js';
 import { ensureTemporalSchemas, TemporalSchemaError } from '../../cluster/temporalSchema.js';
-import { freePort } from '../../workers/temporalDevServer.js';
+import { freePort } from '../../servers/temporalDevServer.js';
 import { realTemporalServer } from '../helpers/realTemporalServer.js';
 import { runRolloutCli } from '../helpers/rolloutCli.js';
 

@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, test } from 'node:test';
-import type { RolloutRecord, TrajectoryStore } from '../../activities/store/trajectoryStore.js';
+import type { RolloutRecord, TrajectoryStore } from '../../stores/trajectoryStore.js';
 import type { OutcomeClass, RolloutResult } from '../../shared/pipeline.js';
 
 function rolloutRecord(batchId: string, taskId: string, index: number, outcomeClass: OutcomeClass, reward: number | null): RolloutRecord {

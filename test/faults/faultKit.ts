@@ -7,7 +7,7 @@
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Client } from '@temporalio/client';
-import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
+import { LocalSandboxProvider } from '../../sandboxes/local/localSandboxProvider.js';
 import { submitBatch } from '../../client/submitBatch.js';
 import { ATTRIBUTED_MODEL_TYPES } from '../../shared/failures.js';
 import type { GroupResult, PolicyConfig, RolloutLimits } from '../../shared/pipeline.js';

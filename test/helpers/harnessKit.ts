@@ -1,5 +1,5 @@
 /** What the harness policy's suites share: whether a harness is installed here, and a batch run to its results. */
-import { installedHarness } from '../../activities/harness/harnessInstall.js';
+import { installedHarness } from '../../harnesses/harnessInstall.js';
 import { submitBatch, type SubmitBatchOptions } from '../../client/submitBatch.js';
 import type { GroupResult } from '../../shared/pipeline.js';
 import type { Harness } from './pipelineHarness.js';

@@ -13,7 +13,7 @@ import { get as httpsGet, type RequestOptions } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api, KubeConfig, VersionApi } from '@kubernetes/client-node';
-import { freePort } from '../../workers/temporalDevServer.js';
+import { freePort } from '../../servers/temporalDevServer.js';
 
 export const FAKE_NODE = 'kwok-node-0';
 export const ADMIN_TOKEN = 'rollout-test-admin-token';

@@ -26,7 +26,7 @@ import { createWriteStream, existsSync, mkdirSync, mkdtempSync, readdirSync, rea
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { CoreV1Api, PatchStrategy, setHeaderOptions } from '@kubernetes/client-node';
-import { freePort } from '../../workers/temporalDevServer.js';
+import { freePort } from '../../servers/temporalDevServer.js';
 import type { KubeCluster } from './kubeCluster.js';
 import { buildPauseImage, pushImage } from './ociRegistry.js';
 

@@ -7,7 +7,7 @@
 import { mkdirSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { llamaSetupFromEnv, startLlamaServer, type LlamaServerOptions, type RunningLlamaServer } from '../../workers/inference/llamaServer.js';
+import { llamaSetupFromEnv, startLlamaServer, type LlamaServerOptions, type RunningLlamaServer } from '../../servers/inference/llamaServer.js';
 
 const setup = llamaSetupFromEnv();
 const outputDir = join(resolve(dirname(fileURLToPath(import.meta.url)), '../..'), 'test-output');

@@ -7,8 +7,8 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import type { Leftovers } from '../conformance/sandboxConformance.js';
 import { localHandle, type SandboxHandle } from '../../shared/sandbox.js';
-import { isSameProcess, namespaceOf, processesInNamespace } from '../../activities/sandbox/local/procfs.js';
-import { NETWORK_PID_FILE } from '../../activities/sandbox/local/userNetwork.js';
+import { isSameProcess, namespaceOf, processesInNamespace } from '../../sandboxes/local/procfs.js';
+import { NETWORK_PID_FILE } from '../../sandboxes/local/userNetwork.js';
 
 function allPids(): number[] {
   return readdirSync('/proc')

@@ -7,8 +7,8 @@ import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { createWriteStream, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { imageTools } from '../../activities/environment/imageTools.js';
-import { freePort } from '../../workers/temporalDevServer.js';
+import { imageTools } from '../../images/imageTools.js';
+import { freePort } from '../../servers/temporalDevServer.js';
 
 export interface OciRegistry {
   /** host:port, for image references (`${address}/repo:tag`). */

@@ -12,10 +12,10 @@ import type { NativeConnection, WorkflowBundleWithSourceMap } from '@temporalio/
 import type { GroupResult, ResolvedPolicyConfig } from '../../shared/pipeline.js';
 import { submitBatch, type SubmitBatchOptions } from '../../client/submitBatch.js';
 import type { SandboxProvider } from '../../shared/sandbox.js';
-import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
-import { FsTrajectoryStore } from '../../activities/store/fsTrajectoryStore.js';
-import type { TrajectoryStore } from '../../activities/store/trajectoryStore.js';
-import type { PolicyClient } from '../../activities/policies/policyClient.js';
+import { LocalSandboxProvider } from '../../sandboxes/local/localSandboxProvider.js';
+import { FsTrajectoryStore } from '../../stores/fsTrajectoryStore.js';
+import type { TrajectoryStore } from '../../stores/trajectoryStore.js';
+import type { PolicyClient } from '../../policies/policyClient.js';
 import { temporalOwnerStatus } from '../../activities/reaper/temporalOwnerStatus.js';
 import { createLogger } from '../../workers/logger.js';
 import { bundlePipelineWorkflows, createPipelineWorkers, type PipelineWorkers } from '../../workers/pipelineWorkers.js';

@@ -6,7 +6,7 @@ import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PostgresServer } from '../../cluster/postgresServer.js';
-import { freePort } from '../../workers/temporalDevServer.js';
+import { freePort } from '../../servers/temporalDevServer.js';
 
 export interface RunningPostgres {
   url: string;

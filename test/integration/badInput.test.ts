@@ -12,7 +12,7 @@ import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { WorkflowFailedError, WorkflowNotFoundError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { policyName, toolName, type PolicyTurnRecord, type ToolTurnRecord } from '../../activities/agent/conversation.js';
+import { policyName, toolName, type PolicyTurnRecord, type ToolTurnRecord } from '../../agent/conversation.js';
 import { submitBatch } from '../../client/submitBatch.js';
 import { groupWorkflowId, rolloutWorkflowId } from '../../shared/names.js';
 import type { GroupResult, RolloutResult } from '../../shared/pipeline.js';

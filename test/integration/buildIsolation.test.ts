@@ -15,10 +15,10 @@ import { networkInterfaces, tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { removeTaskImage } from '../../activities/environment/imageGc.js';
-import { imageTools } from '../../activities/environment/imageTools.js';
-import { ensureTaskImage, type TaskImage } from '../../activities/environment/taskImage.js';
-import { loadTask } from '../../activities/tasks/loadTask.js';
+import { removeTaskImage } from '../../images/imageGc.js';
+import { imageTools } from '../../images/imageTools.js';
+import { ensureTaskImage, type TaskImage } from '../../images/taskImage.js';
+import { loadTask } from '../../tasks/loadTask.js';
 import { ClassifiedError, failureName } from '../../shared/failures.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');

@@ -13,8 +13,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { runningDir } from '../../activities/environment/buildProcesses.js';
-import { imageTools, runTool } from '../../activities/environment/imageTools.js';
+import { runningDir } from '../../images/buildProcesses.js';
+import { imageTools, runTool } from '../../images/imageTools.js';
 import { eventually } from '../helpers/eventually.js';
 import { processesMentioning } from '../helpers/localSandboxInspector.js';
 

@@ -15,7 +15,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
+import { LocalSandboxProvider } from '../../sandboxes/local/localSandboxProvider.js';
 import { countLeaks, leaksUnder } from '../faults/faultKit.js';
 import { eventually } from '../helpers/eventually.js';
 import { processesMentioning } from '../helpers/localSandboxInspector.js';

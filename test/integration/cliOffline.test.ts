@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { startDevServer, type RunningDevServer } from '../../workers/temporalDevServer.js';
+import { startDevServer, type RunningDevServer } from '../../servers/temporalDevServer.js';
 import { processesMentioning } from '../helpers/localSandboxInspector.js';
 import { runRolloutCli } from '../helpers/rolloutCli.js';
 

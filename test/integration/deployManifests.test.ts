@@ -34,6 +34,8 @@ import { startKubeCluster, type KubeCluster } from '../helpers/kubeCluster.js';
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const deployDir = join(root, 'deploy');
 const manifestDir = join(deployDir, 'kubernetes');
+/** The source folders the worker runs: the runtime stage of deploy/Dockerfile copies each. */
+const RUNTIME_DIRS = ['shared', 'sandboxes', 'tasks', 'stores', 'policies', 'verifier', 'images', 'agent', 'harnesses', 'resume', 'activities', 'workflows', 'servers', 'workers', 'cluster', 'client'];
 
 const WORKER_NAMESPACE = 'rollout-pipeline';
 const SANDBOX_NAMESPACE = 'rollout-sandboxes';
@@ -496,12 +498,12 @@ describe('deploy/Dockerfile (read, not built: there is no Docker engine here)', 
         .flatMap((c) => c.args.split(/\s+/).filter((a) => !a.startsWith('--')).slice(0, -1))
         .map((p) => p.replace(/^\/app\//, '').replace(/\/$/, '')),
     );
-    for (const dir of ['client', 'cluster', 'workers', 'activities', 'shared', 'workflows']) assert.ok(copied.has(dir), `the runtime stage copies ${dir}/`);
+    for (const dir of RUNTIME_DIRS) assert.ok(copied.has(dir), `the runtime stage copies ${dir}/`);
     assert.ok('tsx' in packageJson.dependencies, 'tsx is a production dependency (client/bin/rollout.js registers it at run time)');
     const problems: string[] = [];
     const walk = (dir: string): string[] =>
       readdirSync(dir, { withFileTypes: true }).flatMap((d) => (d.isDirectory() ? walk(join(dir, d.name)) : /\.(ts|js)$/.test(d.name) ? [join(dir, d.name)] : []));
-    for (const file of ['client', 'cluster', 'workers', 'activities', 'shared', 'workflows'].flatMap((d) => walk(join(root, d)))) {
+    for (const file of RUNTIME_DIRS.flatMap((d) => walk(join(root, d)))) {
       const source = readFileSync(file, 'utf8');
       for (const m of source.matchAll(/^\s*(?:import|export)\s+(type\s+)?[^'"]*?from\s+['"]([^'"]+)['"]|import\(\s*['"]([^'"]+)['"]\s*\)|^\s*import\s+['"]([^'"]+)['"]/gm)) {
         if (m[1]) continue; // type-only: erased

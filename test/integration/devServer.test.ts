@@ -11,7 +11,7 @@ import { test } from 'node:test';
 import { Client, Connection } from '@temporalio/client';
 import { TypedSearchAttributes } from '@temporalio/common';
 import { ROLLOUT_ATTEMPTS, ROLLOUT_BATCH, ROLLOUT_REWARD, ROLLOUT_SEARCH_ATTRIBUTES } from '../../shared/searchAttributes.js';
-import { startDevServer } from '../../workers/temporalDevServer.js';
+import { startDevServer } from '../../servers/temporalDevServer.js';
 import { eventually } from '../helpers/eventually.js';
 
 function isAlive(pid: number): boolean {

@@ -19,7 +19,7 @@ import { exportBatch, groupSamples } from '../../client/export/exportBatch.js';
 import { sampleProblems, type TrainingSample } from '../../client/export/trainingSample.js';
 import { advancePolicyVersion } from '../../client/policyVersion.js';
 import { submitBatch, type SubmitBatchOptions } from '../../client/submitBatch.js';
-import type { PolicyTurnRecord } from '../../activities/agent/conversation.js';
+import type { PolicyTurnRecord } from '../../agent/conversation.js';
 import type { GroupResult } from '../../shared/pipeline.js';
 import { groupWorkflowId } from '../../shared/names.js';
 import { startHarness, type Harness } from '../helpers/pipelineHarness.js';

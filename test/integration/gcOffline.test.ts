@@ -12,9 +12,9 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { createDiskLayer } from '../../activities/sandbox/local/diskLayer.js';
-import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
-import { freePort } from '../../workers/temporalDevServer.js';
+import { createDiskLayer } from '../../sandboxes/local/diskLayer.js';
+import { LocalSandboxProvider } from '../../sandboxes/local/localSandboxProvider.js';
+import { freePort } from '../../servers/temporalDevServer.js';
 import { countLeaks, leaksUnder } from '../faults/faultKit.js';
 import { eventually } from '../helpers/eventually.js';
 
@@ -38,7 +38,7 @@ function rollout(args: string[]): Promise<{ code: number | null; stdout: string;
 
 /** A worker-like process that provisions one sandbox, prints its id and waits to be killed. */
 async function sandboxOfADyingProcess(): Promise<string> {
-  const provider = join(root, 'activities/sandbox/local/localSandboxProvider.ts');
+  const provider = join(root, 'sandboxes/local/localSandboxProvider.ts');
   const code = `const { LocalSandboxProvider } = await import(${JSON.stringify(provider)});
 const { handle } = await new LocalSandboxProvider({ stateRoot: ${JSON.stringify(sandboxRoot)} }).provision({ environmentDir: ${JSON.stringify(environmentDir)}, owner: { workflowId: 'rollout/gone/x/0', runId: 'r', attempt: 0 } });
 console.log(handle.id); setInterval(() => {}, 1000);`;

@@ -13,10 +13,10 @@ import { createServer, type AddressInfo } from 'node:net';
 import { networkInterfaces, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { startCaptureEndpoint } from '../../activities/harness/captureEndpoint.js';
-import { harnessHome, installedHarness } from '../../activities/harness/harnessInstall.js';
-import { CAPTURE_SOCKET, handOver, harnessUid } from '../../activities/harness/harnessJail.js';
-import { startHarnessProcess } from '../../activities/harness/harnessProcess.js';
+import { startCaptureEndpoint } from '../../harnesses/captureEndpoint.js';
+import { harnessHome, installedHarness } from '../../harnesses/harnessInstall.js';
+import { CAPTURE_SOCKET, handOver, harnessUid } from '../../harnesses/harnessJail.js';
+import { startHarnessProcess } from '../../harnesses/harnessProcess.js';
 
 const noHarness = existsSync(join(harnessHome(), 'mini-swe-agent', 'bin', 'python')) ? undefined : 'needs the harness venvs: run scripts/ensure-harnesses.sh';
 

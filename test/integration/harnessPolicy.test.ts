@@ -14,7 +14,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import type { PolicyTurnRecord } from '../../activities/agent/conversation.js';
+import type { PolicyTurnRecord } from '../../agent/conversation.js';
 import { exportBatch } from '../../client/export/exportBatch.js';
 import { sampleProblems, type TrainingSample } from '../../client/export/trainingSample.js';
 import { loadTrajectory } from '../../client/loadTrajectory.js';

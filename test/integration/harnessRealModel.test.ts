@@ -15,7 +15,7 @@ import { sampleProblems, type TrainingSample } from '../../client/export/trainin
 import { loadTrajectory } from '../../client/loadTrajectory.js';
 import type { SubmitBatchOptions } from '../../client/submitBatch.js';
 import type { GroupResult } from '../../shared/pipeline.js';
-import type { RunningLlamaServer } from '../../workers/inference/llamaServer.js';
+import type { RunningLlamaServer } from '../../servers/inference/llamaServer.js';
 import { runHarnessBatch, skipWithoutHarnessNamed as skipWithout } from '../helpers/harnessKit.js';
 import { skipWithoutModel, startTestLlamaServer, TEST_MODEL_NAME } from '../helpers/llamaServer.js';
 import { startHarness, type Harness } from '../helpers/pipelineHarness.js';

@@ -2,7 +2,7 @@
  * What an unseen Dockerfile task needs, met by mechanism, not by its spelling.
  *
  * Every tool in a task's image trusts what the host trusts, whatever way it was installed
- * (activities/environment/hostTrust.ts): uv copied from its tool image (its own bundled roots) and
+ * (images/hostTrust.ts): uv copied from its tool image (its own bundled roots) and
  * Python's urllib reach PyPI over HTTPS in a build step and in the sandbox, through this host's
  * egress. Where the egress inspects TLS with a CA of the host's own (/usr/local/share/ca-certificates),
  * the same build with a bundle that lacks that CA fails with uv's UnknownIssuer: the bundle given
@@ -23,14 +23,14 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { HOST_TRUST_BUNDLE_PATH, HOST_TRUST_ENV_NAMES } from '../../activities/environment/hostTrust.js';
-import { removeTaskImage } from '../../activities/environment/imageGc.js';
-import { imageTools } from '../../activities/environment/imageTools.js';
-import { ensureTaskImage, imageIdentity } from '../../activities/environment/taskImage.js';
-import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
-import { loadTask } from '../../activities/tasks/loadTask.js';
-import { checkTask } from '../../activities/tasks/checkTask.js';
-import { sandboxSpecForTask } from '../../activities/tasks/sandboxSpecForTask.js';
+import { HOST_TRUST_BUNDLE_PATH, HOST_TRUST_ENV_NAMES } from '../../images/hostTrust.js';
+import { removeTaskImage } from '../../images/imageGc.js';
+import { imageTools } from '../../images/imageTools.js';
+import { ensureTaskImage, imageIdentity } from '../../images/taskImage.js';
+import { LocalSandboxProvider } from '../../sandboxes/local/localSandboxProvider.js';
+import { loadTask } from '../../tasks/loadTask.js';
+import { checkTask } from '../../client/taskTools/checkTask.js';
+import { sandboxSpecForTask } from '../../images/sandboxSpecForTask.js';
 import { ClassifiedError } from '../../shared/failures.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');

@@ -11,7 +11,7 @@ import { existsSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
+import { LocalSandboxProvider } from '../../sandboxes/local/localSandboxProvider.js';
 import { replayRollout } from '../../client/replayRollout.js';
 import { submitBatch } from '../../client/submitBatch.js';
 import type { GroupResult } from '../../shared/pipeline.js';

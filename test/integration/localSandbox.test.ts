@@ -10,10 +10,10 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
-import { SPAWN_VIA } from '../../activities/sandbox/local/sandboxSpawner.js';
-import { isSameProcess } from '../../activities/sandbox/local/procfs.js';
-import { NETWORK_PID_FILE } from '../../activities/sandbox/local/userNetwork.js';
+import { LocalSandboxProvider } from '../../sandboxes/local/localSandboxProvider.js';
+import { SPAWN_VIA } from '../../sandboxes/local/sandboxSpawner.js';
+import { isSameProcess } from '../../sandboxes/local/procfs.js';
+import { NETWORK_PID_FILE } from '../../sandboxes/local/userNetwork.js';
 import { localHandle, type SandboxSpec } from '../../shared/sandbox.js';
 import { sandboxConformanceSuite, type ConformanceTarget } from '../conformance/sandboxConformance.js';
 import { hostBait } from '../conformance/hostBait.js';
@@ -133,7 +133,7 @@ describe('local sandbox provider', { timeout: 300_000 }, () => {
     try {
       await provider.exec(handle, 'echo left-by-first-process > /app/note; (setsid sleep 777 >/dev/null 2>&1 &)');
       const script = `
-        import { LocalSandboxProvider } from ${JSON.stringify(join(root, 'activities/sandbox/local/localSandboxProvider.ts'))};
+        import { LocalSandboxProvider } from ${JSON.stringify(join(root, 'sandboxes/local/localSandboxProvider.ts'))};
         const handle = JSON.parse(process.argv[1]);
         const p = new LocalSandboxProvider({ stateRoot: ${JSON.stringify(stateRoot)} });
         const r = await p.exec(handle, 'cat /app/note; ps -eo args | grep -c "^sleep 777"');
@@ -160,7 +160,7 @@ describe('local sandbox provider', { timeout: 300_000 }, () => {
       try {
         // A worker process starts the command under a key, then dies without a chance to clean up.
         const script = `
-          import { LocalSandboxProvider } from ${JSON.stringify(join(root, 'activities/sandbox/local/localSandboxProvider.ts'))};
+          import { LocalSandboxProvider } from ${JSON.stringify(join(root, 'sandboxes/local/localSandboxProvider.ts'))};
           const p = new LocalSandboxProvider({ stateRoot: ${JSON.stringify(stateRoot)} });
           void p.exec(JSON.parse(process.argv[1]), 'sleep 61; echo late >> /app/log', { key: 'attempt-00/turn-0001/call-00' });
           setTimeout(() => process.kill(process.pid, 'SIGKILL'), 1500);

@@ -12,7 +12,7 @@ import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { submitBatch, type SubmitBatchOptions } from '../../client/submitBatch.js';
-import type { PolicyTurnRecord } from '../../activities/agent/conversation.js';
+import type { PolicyTurnRecord } from '../../agent/conversation.js';
 import type { GroupResult } from '../../shared/pipeline.js';
 import { rolloutProgressQuery } from '../../workflows/definitions.js';
 import { rolloutWorkflowId } from '../../shared/names.js';
@@ -21,7 +21,7 @@ import { runOneGroup, startHarness, type Harness } from '../helpers/pipelineHarn
 import { startScriptedOpenAIServer } from '../helpers/scriptedOpenAIServer.js';
 import { eventually } from '../helpers/eventually.js';
 import { ClassifiedError } from '../../shared/failures.js';
-import type { TrajectoryStore } from '../../activities/store/trajectoryStore.js';
+import type { TrajectoryStore } from '../../stores/trajectoryStore.js';
 
 const examples = resolve(dirname(fileURLToPath(import.meta.url)), '../../examples/tasks');
 let h: Harness;

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, before, test } from 'node:test';
 import pg from 'pg';
 import { PASSWORD_FILE, PostgresServer, postgresBinDir, redactedUrl } from '../../cluster/postgresServer.js';
-import { freePort } from '../../workers/temporalDevServer.js';
+import { freePort } from '../../servers/temporalDevServer.js';
 
 let noPostgres: string | undefined;
 try {

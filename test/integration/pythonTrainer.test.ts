@@ -8,7 +8,7 @@ import { spawn } from 'node:child_process';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { loadTask } from '../../activities/tasks/loadTask.js';
+import { loadTask } from '../../tasks/loadTask.js';
 import { startHarness, type Harness } from '../helpers/pipelineHarness.js';
 import { testServerAddress } from '../helpers/temporal.js';
 

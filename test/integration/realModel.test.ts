@@ -15,7 +15,7 @@ import { loadTrajectory, type TrajectoryAttempt } from '../../client/loadTraject
 import { submitBatch, type SubmitBatchOptions } from '../../client/submitBatch.js';
 import type { GroupResult, PolicyConfig, RolloutResult } from '../../shared/pipeline.js';
 import { trajectoryRefOf } from '../../shared/names.js';
-import type { RunningLlamaServer } from '../../workers/inference/llamaServer.js';
+import type { RunningLlamaServer } from '../../servers/inference/llamaServer.js';
 import { startHarness, type Harness } from '../helpers/pipelineHarness.js';
 import { skipWithoutModel, startTestLlamaServer, TEST_MODEL_NAME } from '../helpers/llamaServer.js';
 

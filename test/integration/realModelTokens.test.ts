@@ -23,11 +23,11 @@ import { loadTrajectory } from '../../client/loadTrajectory.js';
 import { submitBatch } from '../../client/submitBatch.js';
 import type { GroupResult, PolicyConfig } from '../../shared/pipeline.js';
 import type { TokenMode, TurnTokens } from '../../shared/tokens.js';
-import { SYSTEM_PROMPT } from '../../activities/agent/conversation.js';
+import { SYSTEM_PROMPT } from '../../agent/conversation.js';
 import { TOOL_SCHEMAS, type ChatMessage } from '../../shared/tools.js';
-import { wireMessages } from '../../activities/policies/wireMessages.js';
-import { ConfiguredTemplate } from '../../activities/policies/tokens/chatTemplate/configuredTemplate.js';
-import type { RunningLlamaServer } from '../../workers/inference/llamaServer.js';
+import { wireMessages } from '../../policies/wireMessages.js';
+import { ConfiguredTemplate } from '../../policies/tokens/chatTemplate/configuredTemplate.js';
+import type { RunningLlamaServer } from '../../servers/inference/llamaServer.js';
 import { startHarness, type Harness } from '../helpers/pipelineHarness.js';
 import { skipWithoutModel, startTestLlamaServer, TEST_MODEL_NAME } from '../helpers/llamaServer.js';
 

@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { dirname, join, resolve } from 'node:path';
 import { after, before, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import type { ReapReport } from '../../activities/reaper/reapSandboxes.js';
+import type { ReapReport } from '../../sandboxes/reaper/reapSandboxes.js';
 import { submitBatch } from '../../client/submitBatch.js';
 import { hostTaskQueue, rolloutWorkflowId } from '../../shared/names.js';
 import { ensureJanitorSchedule, janitorScheduleId } from '../../workers/janitorSchedule.js';

@@ -1,7 +1,7 @@
 /**
- * The compiled sandbox helper (activities/sandbox/local/execHelper/) against
+ * The compiled sandbox helper (sandboxes/local/helper/) against
  * the program chain it replaces: a command run by the sandbox's exec server
- * (execServer/, the init of a sandbox the helper launched), entered through the
+ * (sandbox-init.c, the init of a sandbox the helper launched), entered through the
  * helper, or entered through the chain, in a sandbox launched either way, sees
  * the same credentials (uid, gid, groups, the permitted, effective and bounding
  * capability sets, no_new_privs, seccomp), the same namespaces, cgroup, root,
@@ -16,7 +16,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, describe, test } from 'node:test';
-import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
+import { LocalSandboxProvider } from '../../sandboxes/local/localSandboxProvider.js';
 import { localHandle, type SandboxSpec } from '../../shared/sandbox.js';
 import { LocalSandboxInspector } from '../helpers/localSandboxInspector.js';
 

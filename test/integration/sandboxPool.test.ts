@@ -1,5 +1,5 @@
 /**
- * The local provider's pool of ready sandboxes (activities/sandbox/local/pool/):
+ * The local provider's pool of ready sandboxes (sandboxes/local/pool/):
  * a pooled sandbox handed to a rollout is fresh (reset and isolation hold
  * against one an earlier attempt used) and owned as the spec says; the reaper
  * keeps pooled sandboxes while their process lives; a worker shut down leaves
@@ -12,8 +12,8 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { reapSandboxes } from '../../activities/reaper/reapSandboxes.js';
-import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
+import { reapSandboxes } from '../../sandboxes/reaper/reapSandboxes.js';
+import { LocalSandboxProvider } from '../../sandboxes/local/localSandboxProvider.js';
 import { SANDBOX_POOL_LABEL, type SandboxHandle, type SandboxSpec } from '../../shared/sandbox.js';
 import { createLogger } from '../../workers/logger.js';
 import { reapAtStart } from '../../workers/reapAtStart.js';
@@ -86,7 +86,7 @@ test('a pooled sandbox is fresh, owned by the rollout that takes it, isolated fr
 
 test('a killed worker\'s pooled sandboxes are reaped by the next start and by rollout gc --offline', { timeout: 180_000 }, async () => {
   const stateRoot = join(scratch, 'state-killed');
-  const providerFile = join(root, 'activities/sandbox/local/localSandboxProvider.ts');
+  const providerFile = join(root, 'sandboxes/local/localSandboxProvider.ts');
   // A worker-like process with a pool: two provisions of one shape, then it waits until two are ready and is killed.
   const code = `const { LocalSandboxProvider } = await import(${JSON.stringify(providerFile)});
 const p = new LocalSandboxProvider({ stateRoot: ${JSON.stringify(stateRoot)}, pool: { max: 4, windowMs: 600000 } });

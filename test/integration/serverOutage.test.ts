@@ -18,7 +18,7 @@ import { after, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { Client, Connection } from '@temporalio/client';
-import { freePort, startDevServer, type RunningDevServer } from '../../workers/temporalDevServer.js';
+import { freePort, startDevServer, type RunningDevServer } from '../../servers/temporalDevServer.js';
 import { countLeaks, FaultHost } from '../faults/faultKit.js';
 import { eventually } from '../helpers/eventually.js';
 import { startScriptedOpenAIServer, type Script } from '../helpers/scriptedOpenAIServer.js';

@@ -8,8 +8,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
-import { differingAreas } from '../../activities/resume/replayTurns.js';
+import { LocalSandboxProvider } from '../../sandboxes/local/localSandboxProvider.js';
+import { differingAreas } from '../../resume/replayTurns.js';
 import type { SandboxHandle, SandboxStateDigest } from '../../shared/sandbox.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'state-digest-'));

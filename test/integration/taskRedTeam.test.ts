@@ -17,7 +17,7 @@ import { dirname, join, resolve } from 'node:path';
 import { connect } from 'node:net';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import type { TaskCheckReport } from '../../activities/tasks/checkTask.js';
+import type { TaskCheckReport } from '../../client/taskTools/checkTask.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const scratch = mkdtempSync(join(tmpdir(), 'red-team-'));

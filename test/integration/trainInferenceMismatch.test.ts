@@ -25,7 +25,7 @@ import { serverLogprobs } from '../../client/training/serverLogprobs.js';
 import { readTrainerLogprobs, runTrainerStep, type TrainerLogprobs, type TrainInferenceMismatch } from '../../client/training/trainerStep.js';
 import { syncAdapter, WeightSyncError } from '../../client/training/weightSync.js';
 import type { PolicyConfig } from '../../shared/pipeline.js';
-import { startLlamaServer, type LlamaServerOptions, type RunningLlamaServer } from '../../workers/inference/llamaServer.js';
+import { startLlamaServer, type LlamaServerOptions, type RunningLlamaServer } from '../../servers/inference/llamaServer.js';
 import { startHarness, type Harness } from '../helpers/pipelineHarness.js';
 import { skipWithoutModel, TEST_MODEL_NAME, testLlamaOptions } from '../helpers/llamaServer.js';
 

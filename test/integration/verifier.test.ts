@@ -10,12 +10,12 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { after, describe, test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { LocalSandboxProvider } from '../../activities/sandbox/local/localSandboxProvider.js';
-import { checkTask } from '../../activities/tasks/checkTask.js';
-import { loadTask } from '../../activities/tasks/loadTask.js';
-import { sandboxSpecForTask } from '../../activities/tasks/sandboxSpecForTask.js';
-import { shellQuote, uploadDirectory } from '../../activities/sandbox/uploadDirectory.js';
-import { verifyCleanRoom, verifyInPlace, type VerifyOutcome } from '../../activities/verifier/runVerifier.js';
+import { LocalSandboxProvider } from '../../sandboxes/local/localSandboxProvider.js';
+import { checkTask } from '../../client/taskTools/checkTask.js';
+import { loadTask } from '../../tasks/loadTask.js';
+import { sandboxSpecForTask } from '../../images/sandboxSpecForTask.js';
+import { shellQuote, uploadDirectory } from '../../sandboxes/uploadDirectory.js';
+import { verifyCleanRoom, verifyInPlace, type VerifyOutcome } from '../../verifier/runVerifier.js';
 import type { LoadedTask } from '../../shared/task.js';
 import { eventually } from '../helpers/eventually.js';
 

@@ -15,7 +15,7 @@ import { submitBatch } from '../../client/submitBatch.js';
 import { rolloutWorkflowId } from '../../shared/names.js';
 import type { GroupResult } from '../../shared/pipeline.js';
 import { janitorScheduleId } from '../../workers/janitorSchedule.js';
-import { freePort } from '../../workers/temporalDevServer.js';
+import { freePort } from '../../servers/temporalDevServer.js';
 import { connectClient, uniqueTaskQueue } from '../helpers/temporal.js';
 import { dataDirs, startWorkerProcess, type WorkerProcess } from '../helpers/workerProcess.js';
 

@@ -1,11 +1,11 @@
 /**
- * Admission by the inference server's load (activities/policies/admission/): the gate's decisions
+ * Admission by the inference server's load (policies/admission/): the gate's decisions
  * against readings a test sets, and the readings parsed from the servers' own metrics text.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { AdmissionGate, type AdmissionSettings } from '../../activities/policies/admission/admissionGate.js';
-import { describeLoad, prometheusSums, type InferenceLoad } from '../../activities/policies/admission/inferenceLoad.js';
+import { AdmissionGate, type AdmissionSettings } from '../../policies/admission/admissionGate.js';
+import { describeLoad, prometheusSums, type InferenceLoad } from '../../policies/admission/inferenceLoad.js';
 
 const settings: AdmissionSettings = { mode: 'load', kvHigh: 0.8, kvLow: 0.6, maxWaitMs: 10_000 };
 const load = (over: Partial<InferenceLoad>): InferenceLoad => ({ kind: 'vllm', running: 0, waiting: 0, slots: null, kvCacheUsage: null, sources: ['/metrics'], ...over });

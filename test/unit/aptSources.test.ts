@@ -8,7 +8,7 @@ import { mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { aptSources } from '../../activities/environment/aptSources.js';
+import { aptSources } from '../../images/aptSources.js';
 
 function runHook(hook: string): { dir: string; files: string[] } {
   const dir = mkdtempSync(join(tmpdir(), 'apt-sources-'));

@@ -9,9 +9,9 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { test } from 'node:test';
-import { baseForImage } from '../../activities/environment/baseMap.js';
-import { CPYTHON_RELEASES, cpythonBuildScript } from '../../activities/environment/cpythonSource.js';
-import { ubuntuToolchainScript } from '../../activities/environment/ubuntuToolchain.js';
+import { baseForImage } from '../../images/baseMap.js';
+import { CPYTHON_RELEASES, cpythonBuildScript } from '../../images/cpythonSource.js';
+import { ubuntuToolchainScript } from '../../images/ubuntuToolchain.js';
 import { ClassifiedError } from '../../shared/failures.js';
 
 test('python:3.X-slim-<release> is that release with CPython 3.X from source, whether or not the release ships it', () => {

@@ -13,7 +13,7 @@ import { dirname, join, resolve } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { BatchInputError, resolveBatch, type SubmitBatchOptions } from '../../client/submitBatch.js';
-import { ConfiguredTemplate } from '../../activities/policies/tokens/chatTemplate/configuredTemplate.js';
+import { ConfiguredTemplate } from '../../policies/tokens/chatTemplate/configuredTemplate.js';
 import { TOOL_SCHEMAS } from '../../shared/tools.js';
 
 const task = join(resolve(dirname(fileURLToPath(import.meta.url)), '../../examples/tasks'), 'write-greeting');

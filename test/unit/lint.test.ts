@@ -40,6 +40,18 @@ test('lint rejects a workflow that imports an activity implementation', { timeou
   assert.match(result.messages[0]?.message ?? '', /as types only/);
 });
 
+test('lint rejects a workflow that imports a type of the engine (an engine room, not activities/)', { timeout: 120_000 }, async () => {
+  const result = await lintFixture('importsEngineType.ts');
+  assert.deepEqual(ruleIds(result), ['@typescript-eslint/no-restricted-imports']);
+  assert.match(result.messages[0]?.message ?? '', /may not import the engine .*not even its types/);
+});
+
+test('lint rejects a workflow that calls the engine', { timeout: 120_000 }, async () => {
+  const result = await lintFixture('importsEngineValue.ts');
+  assert.deepEqual(ruleIds(result), ['@typescript-eslint/no-restricted-imports']);
+  assert.match(result.messages[0]?.message ?? '', /may not import the engine/);
+});
+
 test('lint rejects a floating promise', { timeout: 120_000 }, async () => {
   const result = await lintFixture('floatingPromise.ts');
   assert.deepEqual(ruleIds(result), ['@typescript-eslint/no-floating-promises']);

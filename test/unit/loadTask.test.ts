@@ -5,9 +5,9 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { loadTask } from '../../activities/tasks/loadTask.js';
-import { sandboxSpecForTask } from '../../activities/tasks/sandboxSpecForTask.js';
-import { describeNetwork, parseNetworkMode, withNetwork } from '../../activities/tasks/taskNetwork.js';
+import { loadTask } from '../../tasks/loadTask.js';
+import { sandboxSpecForTask } from '../../images/sandboxSpecForTask.js';
+import { describeNetwork, parseNetworkMode, withNetwork } from '../../tasks/taskNetwork.js';
 
 const examples = resolve(dirname(fileURLToPath(import.meta.url)), '../../examples/tasks');
 const scratch = mkdtempSync(join(tmpdir(), 'load-task-test-'));

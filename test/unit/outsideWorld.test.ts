@@ -4,8 +4,8 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { missingAptVersions, pinnedBeyondMirror } from '../../activities/environment/aptPins.js';
-import { beyondRegistries, describeOutsideWorldNeed, unreachableHosts } from '../../activities/tasks/outsideWorld.js';
+import { missingAptVersions, pinnedBeyondMirror } from '../../images/aptPins.js';
+import { beyondRegistries, describeOutsideWorldNeed, unreachableHosts } from '../../tasks/outsideWorld.js';
 
 test('hosts out of reach are read from curl, uv, requests, wget, apt and git; registries and what the image provides are not counted', () => {
   const log = [

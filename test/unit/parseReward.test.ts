@@ -1,7 +1,7 @@
 /** Rewards as tests/test.sh writes them; anything unreadable is a verifier crash (infra), never 0. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { parseRewardJson, parseRewardTxt } from '../../activities/verifier/parseReward.js';
+import { parseRewardJson, parseRewardTxt } from '../../verifier/parseReward.js';
 
 const crashed = (err: Error): boolean => err.name === 'infra/verifier_crashed';
 

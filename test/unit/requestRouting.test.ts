@@ -1,7 +1,7 @@
-/** What each policy call tells the server about its rollout and policy version (activities/policies/routing/). */
+/** What each policy call tells the server about its rollout and policy version (policies/routing/). */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { requestRouting, SESSION_HEADER } from '../../activities/policies/routing/requestRouting.js';
+import { requestRouting, SESSION_HEADER } from '../../policies/routing/requestRouting.js';
 
 test('every server kind gets the rollout as its session key header', () => {
   for (const kind of ['llama.cpp', 'vllm', 'sglang', 'openai'] as const) {

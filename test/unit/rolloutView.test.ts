@@ -6,8 +6,8 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { formatBashObservation, parseBashObservation } from '../../activities/agent/bashObservation.js';
-import type { PolicyTurnRecord, ToolTurnRecord } from '../../activities/agent/conversation.js';
+import { formatBashObservation, parseBashObservation } from '../../agent/bashObservation.js';
+import type { PolicyTurnRecord, ToolTurnRecord } from '../../agent/conversation.js';
 import { excerpt, sizeLine } from '../../client/show/excerpt.js';
 import { rolloutHtml } from '../../client/show/rolloutHtml.js';
 import { rolloutText } from '../../client/show/rolloutText.js';

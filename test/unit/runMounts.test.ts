@@ -3,8 +3,8 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { parseDockerfile } from '../../activities/environment/dockerfile.js';
-import { checkRunMounts } from '../../activities/environment/runMounts.js';
+import { parseDockerfile } from '../../images/dockerfile.js';
+import { checkRunMounts } from '../../images/runMounts.js';
 import { ClassifiedError, failureName } from '../../shared/failures.js';
 
 const context = mkdtempSync(join(tmpdir(), 'run-mounts-'));

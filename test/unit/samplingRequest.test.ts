@@ -6,9 +6,9 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { samplingRequest } from '../../activities/policies/sampling/samplingRequest.js';
-import { turnSampling } from '../../activities/policies/sampling/turnSampling.js';
-import { parseCompletionTokens } from '../../activities/policies/tokens/completionTokens.js';
+import { samplingRequest } from '../../policies/sampling/samplingRequest.js';
+import { turnSampling } from '../../policies/sampling/turnSampling.js';
+import { parseCompletionTokens } from '../../policies/tokens/completionTokens.js';
 import { assembleTokens } from '../../client/export/trainingSample.js';
 import { OpenAIPolicySchema, SamplingSchema } from '../../shared/pipeline.js';
 import type { TurnTokens } from '../../shared/tokens.js';

@@ -10,8 +10,8 @@ import { dirname, join, resolve } from 'node:path';
 import { after, test } from 'node:test';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
-import { loadTask } from '../../activities/tasks/loadTask.js';
-import { TaskCache } from '../../activities/tasks/taskCache.js';
+import { loadTask } from '../../tasks/loadTask.js';
+import { TaskCache } from '../../tasks/taskCache.js';
 
 const examples = resolve(dirname(fileURLToPath(import.meta.url)), '../../examples/tasks');
 const scratch = mkdtempSync(join(tmpdir(), 'task-cache-test-'));

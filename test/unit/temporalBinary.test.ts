@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { resolveTemporalBinary, TemporalBinaryError } from '../../workers/temporalBinary.js';
+import { resolveTemporalBinary, TemporalBinaryError } from '../../servers/temporalBinary.js';
 
 const root = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const scratch = mkdtempSync(join(tmpdir(), 'temporal-binary-test-'));

@@ -7,10 +7,10 @@ import assert from 'node:assert/strict';
 import { dirname, join, resolve } from 'node:path';
 import { test } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { parseToolCall } from '../../activities/agent/toolArguments.js';
-import { readToolCalls, toolCallParsersOf } from '../../activities/policies/toolCallParsing/readToolCalls.js';
-import { parseBareJson, parseFencedJson, parseHermesTags } from '../../activities/policies/toolCallParsing/textToolCalls.js';
-import { wireMessages } from '../../activities/policies/wireMessages.js';
+import { parseToolCall } from '../../agent/toolArguments.js';
+import { readToolCalls, toolCallParsersOf } from '../../policies/toolCallParsing/readToolCalls.js';
+import { parseBareJson, parseFencedJson, parseHermesTags } from '../../policies/toolCallParsing/textToolCalls.js';
+import { wireMessages } from '../../policies/wireMessages.js';
 import { BatchInputError, resolveBatch, type SubmitBatchOptions } from '../../client/submitBatch.js';
 import type { ChatMessage, ToolCall } from '../../shared/tools.js';
 

@@ -4,9 +4,9 @@
  */
 import assert from 'node:assert/strict';
 import { describe, test } from 'node:test';
-import { parseDockerfile, rewriteFroms } from '../../activities/environment/dockerfile.js';
-import { imageTools } from '../../activities/environment/imageTools.js';
-import { ensureToolImage } from '../../activities/environment/toolImages.js';
+import { parseDockerfile, rewriteFroms } from '../../images/dockerfile.js';
+import { imageTools } from '../../images/imageTools.js';
+import { ensureToolImage } from '../../images/toolImages.js';
 
 const DOCKERFILE = `FROM ubuntu:24.04 as build
 COPY --from=ghcr.io/astral-sh/uv:0.8.14 /uv /uvx /bin/

@@ -6,8 +6,8 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { assembleTokens, sampleProblems } from '../../client/export/trainingSample.js';
 import { checkPrefix, type TurnTokens } from '../../shared/tokens.js';
-import { turnIntegrity } from '../../activities/policies/tokens/turnIntegrity.js';
-import { parseCompletionTokens } from '../../activities/policies/tokens/completionTokens.js';
+import { turnIntegrity } from '../../policies/tokens/turnIntegrity.js';
+import { parseCompletionTokens } from '../../policies/tokens/completionTokens.js';
 
 const turn = (promptIds: number[], completionIds: number[]): TurnTokens => ({ source: 'pipeline', promptIds, completionIds, completionLogprobs: completionIds.map((_, i) => -0.1 * (i + 1)) });
 

@@ -1,7 +1,7 @@
 /** The per-turn token budget and the request timeout derived from it (issue 19 §4). */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { MAX_DERIVED_TIMEOUT_MS, turnBudget } from '../../activities/policies/generationBudget/turnBudget.js';
+import { MAX_DERIVED_TIMEOUT_MS, turnBudget } from '../../policies/generationBudget/turnBudget.js';
 import { OpenAIPolicySchema } from '../../shared/pipeline.js';
 
 const config = (extra: Record<string, unknown> = {}) => OpenAIPolicySchema.parse({ kind: 'openai', baseUrl: 'http://127.0.0.1:8000/v1', model: 'm', ...extra });

@@ -1,8 +1,8 @@
-/** What a public sandbox's routing table keeps out, and the allow list's checks (activities/sandbox/local/userNetwork.ts). */
+/** What a public sandbox's routing table keeps out, and the allow list's checks (sandboxes/local/userNetwork.ts). */
 import assert from 'node:assert/strict';
 import { networkInterfaces } from 'node:os';
 import { test } from 'node:test';
-import { allowedDestinations, blockedDestinations, routeCommands, SLIRP_NETWORK_BLOCKED } from '../../activities/sandbox/local/userNetwork.js';
+import { allowedDestinations, blockedDestinations, routeCommands, SLIRP_NETWORK_BLOCKED } from '../../sandboxes/local/userNetwork.js';
 
 test('the private, shared and link-local ranges and every address of this host (with its subnet) are blocked', () => {
   const blocked = blockedDestinations();

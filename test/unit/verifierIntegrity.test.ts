@@ -9,10 +9,10 @@ import { mkdirSync, mkdtempSync, rmSync, symlinkSync, writeFileSync } from 'node
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { processStartTime } from '../../activities/sandbox/local/procfs.js';
-import { readInSandboxRoot } from '../../activities/sandbox/local/rootedRead.js';
-import { OpenDir, TreeTooLargeError, walkTree } from '../../activities/sandbox/local/rootedTree.js';
-import { isConsoleScript, isProtectedImageFile, isStartupHook, pathDirOf } from '../../activities/verifier/integrityRules.js';
+import { processStartTime } from '../../sandboxes/local/procfs.js';
+import { readInSandboxRoot } from '../../sandboxes/local/rootedRead.js';
+import { OpenDir, TreeTooLargeError, walkTree } from '../../sandboxes/local/rootedTree.js';
+import { isConsoleScript, isProtectedImageFile, isStartupHook, pathDirOf } from '../../shared/integrityRules.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'verifier-integrity-'));
 after(() => rmSync(scratch, { recursive: true, force: true }));

@@ -96,7 +96,7 @@ async function loopThenVerify(a: AgentLoopInput, state: Omit<AttemptReport, 'end
   // Taken-over turns that ended the loop the first time end it again: straight to the verdict.
   if (resumed && resumed.malformedStreak >= MALFORMED_TURNS_ALLOWED) modelFailure = { failureClass: 'model', type: 'malformed_tool_call', message: `${MALFORMED_TURNS_ALLOWED} turns in a row with only malformed tool calls` };
   if (group.policy.kind === 'harness') {
-    // A published harness is the agent: one activity on the sandbox's host runs it whole (activities/harness/).
+    // A published harness is the agent: one activity on the sandbox's host runs it whole (harnesses/).
     const remainingMs = Math.max(0, budgetMs - (Date.now() - agentStart));
     const version = a.versions.current();
     progress.lastAction = `${group.policy.harness} drives the sandbox`;

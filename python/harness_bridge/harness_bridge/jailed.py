@@ -1,4 +1,4 @@
-"""Starts a harness adapter inside its jail (activities/harness/harnessJail.ts).
+"""Starts a harness adapter inside its jail (harnesses/harnessJail.ts).
 
 The jail has a network namespace of its own with only a loopback interface: nothing of the
 host (the Temporal frontend, the inference server, a cluster's PostgreSQL) is reachable. The

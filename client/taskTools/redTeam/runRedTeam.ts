@@ -1,0 +1,146 @@
+/**
+ * Runs the red team's exploits (exploits.ts) against one task's verifier.
+ * The reference solution runs once, in a sandbox of its own, to survey what
+ * to aim at; each exploit then gets a fresh sandbox from the task's own spec:
+ * the untouched start, the exploit, then the verifier exactly as a rollout
+ * runs it (in-place). An exploit that gets a reward above 0 makes the task
+ * exploitable. A verifier that crashes or times out on an exploit gives no
+ * reward, which a rollout scores as a failed attempt (failure attribution:
+ * model/verifier_blocked or model/verifier_broken), so that is not a hole.
+ */
+import { readdirSync } from 'node:fs';
+import { join, relative } from 'node:path';
+import { ClassifiedError, failureName } from '../../../shared/failures.js';
+import type { SandboxHandle, SandboxProvider, SandboxSpec } from '../../../shared/sandbox.js';
+import type { LoadedTask } from '../../../shared/task.js';
+import { uploadDirectory } from '../../../sandboxes/uploadDirectory.js';
+import { verifyByMode, type VerifyMode } from '../../../verifier/runVerifier.js';
+import type { TaskEnvironment } from '../../../images/taskEnvironment.js';
+import { sandboxSpecForTask } from '../../../images/sandboxSpecForTask.js';
+import { exploitsFor, parseSurvey, surveyCommand, type WorkspaceSurvey } from './exploits.js';
+import { mapConcurrently } from '../../../shared/mapConcurrently.js';
+
+export interface ExploitResult {
+  name: string;
+  description: string;
+  /** The verifier's reward; undefined when it gave none (crashed or timed out). */
+  reward: number | undefined;
+  /** The reward was above 0: the verifier was fooled. */
+  exploitable: boolean;
+  /** Why there is no reward (the verifier's failure), or why the exploit could not run. */
+  note: string | undefined;
+  /** The exploit could not be tried (the sandbox failed): the task's check is then incomplete. */
+  notRun: boolean;
+  /** The verifier ran past the exploit budget: no verdict (not exploitable as far as the budget saw). */
+  inconclusive?: boolean;
+}
+
+export interface RedTeamOptions {
+  /** The longest an exploit's verification may run (at most the task's own verifier timeout). */
+  budgetSec?: number;
+  /** Exploits run side by side, each in its own sandbox. */
+  jobs?: number;
+  /** Where each exploit's tests run (default in-place). */
+  verifyMode?: VerifyMode;
+}
+
+export interface RedTeamReport {
+  exploitable: boolean;
+  survey: WorkspaceSurvey;
+  exploits: ExploitResult[];
+}
+
+const MARKER = '/tmp/.rt-before-solution';
+
+/** An exploit's verification gets 3x the slowest honest one, at least 60 s, at most the task's own timeout. */
+const MIN_EXPLOIT_BUDGET_SEC = 60;
+const EXPLOIT_BUDGET_FACTOR = 3;
+const EXPLOIT_BUDGET_WHY = `${EXPLOIT_BUDGET_FACTOR}x the slowest honest verification, at least ${MIN_EXPLOIT_BUDGET_SEC} s`;
+
+/** The budget of each exploit's verification, from how long the honest ones took (none: the task's timeout). */
+export function exploitBudgetSec(task: Pick<LoadedTask, 'verifierTimeoutSec'>, honestVerifySec: number[]): number {
+  if (honestVerifySec.length === 0) return task.verifierTimeoutSec;
+  return Math.min(task.verifierTimeoutSec, Math.max(MIN_EXPLOIT_BUDGET_SEC, Math.ceil(EXPLOIT_BUDGET_FACTOR * Math.max(...honestVerifySec))));
+}
+
+const described = (exploit: { name: string; description: string }): Pick<ExploitResult, 'name' | 'description'> => ({ name: exploit.name, description: exploit.description });
+
+function testFilesOf(task: LoadedTask): string[] {
+  const files: string[] = [];
+  const walk = (dir: string): void => {
+    for (const entry of readdirSync(dir, { withFileTypes: true }).sort((a, b) => a.name.localeCompare(b.name))) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) walk(path);
+      else if (entry.isFile() && path !== join(task.testsDir, 'test.sh')) files.push(`/tests/${relative(task.testsDir, path)}`);
+    }
+  };
+  walk(task.testsDir);
+  return files;
+}
+
+/** `environment`: the task's image and verifier toolchain when it has a Dockerfile (taskEnvironment); the host base otherwise. */
+export async function runRedTeam(task: LoadedTask, provider: SandboxProvider, environment?: Pick<TaskEnvironment, 'image' | 'verify'>, options: RedTeamOptions = {}): Promise<RedTeamReport> {
+  let n = 0;
+  const withSandbox = async <T>(work: (handle: SandboxHandle, spec: SandboxSpec) => Promise<T>): Promise<T> => {
+    const spec = sandboxSpecForTask(task, { workflowId: `task-check/${task.id}/red-team`, runId: '', attempt: n++ }, { purpose: 'task-check-red-team' }, provider.name === 'kubernetes', environment?.image);
+    const { handle } = await provider.provision(spec);
+    try {
+      return await work(handle, spec);
+    } finally {
+      await provider.teardown(handle);
+    }
+  };
+  const solve = async (handle: SandboxHandle): Promise<void> => {
+    const touched = await provider.exec(handle, `touch ${MARKER} && sleep 0.01`, { timeoutMs: 10_000 });
+    if (touched.exitCode !== 0) throw new Error(`cannot prepare the sandbox: ${touched.stderr.trim()}`);
+    if (!task.solutionScript) return;
+    await uploadDirectory(provider, handle, join(task.dir, 'solution'), '/solution');
+    // The sandbox's working directory: an image's WORKDIR when task.toml names none (task.workdir is then /app).
+    const run = await provider.exec(handle, 'bash /solution/solve.sh', { timeoutMs: task.agentTimeoutSec * 1000, env: task.config.solution.env, cwd: handle.workdir });
+    if (run.timedOut || run.exitCode !== 0) throw new Error(`solution/solve.sh ${run.timedOut ? 'timed out' : `exited ${run.exitCode}`}: ${run.stderr.trim().slice(-300)}`);
+  };
+
+  const survey = await withSandbox(async (handle) => {
+    await solve(handle);
+    const listed = await provider.exec(handle, surveyCommand(handle.workdir, MARKER), { timeoutMs: 60_000 });
+    return parseSurvey(handle.workdir, listed.stdout, testFilesOf(task));
+  });
+
+  const budgetSec = Math.min(options.budgetSec ?? task.verifierTimeoutSec, task.verifierTimeoutSec);
+  const results = await mapConcurrently(exploitsFor(survey, task.verifierTimeoutSec), options.jobs ?? 1, async (exploit): Promise<ExploitResult> => {
+    const timeoutSec = Math.min(exploit.verifierTimeoutSec ?? task.verifierTimeoutSec, budgetSec);
+    // Cut short by the budget, not by the exploit's own limit (a pipe's) nor by the task's timeout.
+    const budgetCut = timeoutSec === budgetSec && budgetSec < (exploit.verifierTimeoutSec ?? task.verifierTimeoutSec);
+    // Cut short by the exploit's own limit (a pipe's), shorter than the task's timeout.
+    const ownCut = !budgetCut && exploit.verifierTimeoutSec !== undefined && timeoutSec === exploit.verifierTimeoutSec && timeoutSec < task.verifierTimeoutSec;
+    const verifyTask: LoadedTask = timeoutSec === task.verifierTimeoutSec ? task : { ...task, verifierTimeoutSec: timeoutSec };
+    try {
+      // On the untouched start (it scores 0): a reward above 0 is the exploit's doing, never the solution's.
+      return await withSandbox(async (handle, spec): Promise<ExploitResult> => {
+        const planted = await provider.exec(handle, exploit.command, { timeoutMs: 120_000, cwd: handle.workdir });
+        if (planted.exitCode !== 0) return { ...described(exploit), reward: undefined, exploitable: false, note: `the exploit could not be planted (exit ${planted.exitCode}): ${planted.stderr.trim().slice(-300)}`, notRun: true };
+        try {
+          const outcome = await verifyByMode(options.verifyMode ?? 'in-place', provider, handle, verifyTask, spec, environment?.verify);
+          return { ...described(exploit), reward: outcome.reward, exploitable: outcome.reward > 0, note: undefined, notRun: false };
+        } catch (err) {
+          if (budgetCut && err instanceof ClassifiedError && err.type === 'verifier_timeout') {
+            return { ...described(exploit), reward: undefined, exploitable: false, inconclusive: true, note: `inconclusive: the verifier ran past ${budgetSec} s, this exploit's budget (${EXPLOIT_BUDGET_WHY}; the task allows ${task.verifierTimeoutSec} s)`, notRun: false };
+          }
+          if (ownCut && err instanceof ClassifiedError && err.type === 'verifier_timeout') {
+            return { ...described(exploit), reward: undefined, exploitable: false, note: `no reward (the verifier was still running after ${timeoutSec} s, this exploit's own limit: ${exploit.verifierTimeoutWhy ?? 'it blocks the verifier'}; the task allows ${task.verifierTimeoutSec} s; a rollout scores it as a failed attempt)`, notRun: false };
+          }
+          if (err instanceof ClassifiedError && err.type === 'verifier_tampered') {
+            return { ...described(exploit), reward: 0, exploitable: false, note: `scored 0 as ${failureName(err)}: ${err.message.slice(0, 200)}`, notRun: false };
+          }
+          if (err instanceof ClassifiedError && (err.type === 'verifier_timeout' || err.type === 'verifier_crashed')) {
+            return { ...described(exploit), reward: undefined, exploitable: false, note: `no reward (${failureName(err)}; a rollout scores it as a failed attempt): ${err.message.slice(0, 200)}`, notRun: false };
+          }
+          throw err;
+        }
+      });
+    } catch (err) {
+      return { ...described(exploit), reward: undefined, exploitable: false, note: `not run: ${err instanceof Error ? err.message : String(err)}`, notRun: true };
+    }
+  });
+  return { exploitable: results.some((r) => r.exploitable), survey, exploits: results };
+}
