@@ -8,16 +8,13 @@
  * solution verified with the network cut, to say whether the verdict depends
  * on the outside world. Sandboxes run side by side (`jobs`).
  */
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import type { ExecResult, SandboxProvider } from '../../shared/sandbox.js';
 import type { LoadedTask, TaskNetwork } from '../../shared/task.js';
-import { uploadDirectory } from '../../sandboxes/uploadDirectory.js';
 import { verifyByMode, type VerifyMode } from '../../verifier/runVerifier.js';
 import { exploitBudgetSec, runRedTeam, type RedTeamReport } from './redTeam/runRedTeam.js';
+import { checkSandboxSpec, runSolutionScript, solutionTail } from './solutionRun.js';
 import { taskEnvironment, type TaskEnvironment } from '../../images/taskEnvironment.js';
 import { ClassifiedError, failureName } from '../../shared/failures.js';
-import { sandboxSpecForTask } from '../../images/sandboxSpecForTask.js';
 import { mapConcurrently } from '../../shared/mapConcurrently.js';
 import { unreachableHosts, type OutsideWorldNeed } from '../../tasks/outsideWorld.js';
 import { DEBIAN_SNAPSHOT_HOST, missingAptVersions } from '../../images/aptPins.js';
@@ -136,20 +133,15 @@ export async function checkTask(task: LoadedTask, provider: SandboxProvider, opt
   const archive = environment.image ? (environment.image.bases.find((b) => b.originalArchive)?.originalArchive ?? DEBIAN_SNAPSHOT_HOST) : undefined;
   const pinnedFromArchive = (output: string): string[] => (archive && missingAptVersions(output).length > 0 ? [archive] : []);
   const runs = await mapConcurrently(cases, jobs, async (c, i): Promise<CaseRun> => {
-    const spec = sandboxSpecForTask(task, { workflowId: `task-check/${task.id}`, runId: '', attempt: i }, { purpose: 'task-check' }, false, environment.image);
+    const spec = checkSandboxSpec(task, provider, environment.image, 'task-check', `task-check/${task.id}`, i);
     const { handle } = await provider.provision(spec);
     let run: ExecResult | undefined;
     try {
-      if (c.script) {
-        if (c.script === task.solutionScript) await uploadDirectory(provider, handle, join(task.dir, 'solution'), '/solution');
-        else await provider.writeFile(handle, '/solution/solve.sh', readFileSync(c.script));
-        run = await provider.exec(handle, 'bash /solution/solve.sh', { timeoutMs: task.agentTimeoutSec * 1000, env: task.config.solution.env, cwd: handle.workdir });
-        if (run.timedOut) throw new Error(`${c.script} ran past the agent timeout (${task.agentTimeoutSec} s)`);
-      }
+      if (c.script) run = await runSolutionScript(provider, handle, task, c.script);
       if (c.offline) await provider.disconnectNetwork?.(handle);
       // Offline in a clean room: the room itself gets no network.
       const outcome = await verifyByMode(verifyMode, provider, handle, task, c.offline ? { ...spec, network: 'none' } : spec, environment.verify);
-      const tail = run ? `solution: ${`${run.stdout}\n${run.stderr}`.trim().split('\n').slice(-10).join('\n')}\nverifier: ${outcome.outputTail}` : `verifier: ${outcome.outputTail}`;
+      const tail = run ? `solution (exit ${run.exitCode}): ${solutionTail(run)}\nverifier: ${outcome.outputTail}` : `verifier: ${outcome.outputTail}`;
       const unreachable = { oracle: run ? [...unreachableHosts(`${run.stdout}\n${run.stderr}`, provided), ...pinnedFromArchive(`${run.stdout}\n${run.stderr}`)] : [], verifier: unreachableHosts(outcome.outputTail, provided) };
       return { name: c.name, expected: c.expected, reward: outcome.reward, passed: outcome.reward === c.expected, error: undefined, outputTail: tail, verifySec: outcome.durationMs / 1000, unreachable };
     } catch (err) {

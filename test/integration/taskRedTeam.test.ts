@@ -58,6 +58,19 @@ describe('rollout task check: the verifier red team', { timeout: 600_000 }, () =
     assert.ok(names.includes('workspace-emptied'));
   });
 
+  test('a reference solution that does its work and then exits 127 (its last tool is missing) scores 1, and the red team runs it exactly so: it surveys and tries every exploit, not "could not run"', async () => {
+    const result = await taskCheck([join(root, 'test/fixtures/tasks/solution-exits-nonzero'), '--json']);
+    const [report] = JSON.parse(result.stdout) as TaskCheckReport[];
+    assert.ok(report, result.stderr);
+    assert.deepEqual(report.cases.map((c) => [c.name, c.reward]), [['untouched start', 0], ['reference solution', 1]]);
+    assert.match(report.cases[1]?.outputTail ?? '', /^solution \(exit 127\): .*tmux-that-is-not-installed: command not found/m);
+    assert.ok('exploits' in report.redTeam, `the red team ran: ${JSON.stringify(report.redTeam)}`);
+    assert.equal(report.redTeam.solutionExit, 127, 'the survey ran the same solution, with the same exit');
+    assert.deepEqual(report.redTeam.survey.outputs, ['/app/calc.py'], 'and surveyed what it left');
+    assert.ok(report.redTeam.exploits.length >= 6 && report.redTeam.exploits.every((e) => !e.notRun), report.redTeam.exploits.map((e) => `${e.name}: ${e.note}`).join('\n'));
+    assert.equal(result.code, 0, result.stdout);
+  });
+
   test('the fixed sample fix-median resists every exploit: exit 0', async () => {
     const result = await taskCheck([join(root, 'examples/tasks/fix-median'), '--json']);
     assert.equal(result.code, 0, result.stdout);

@@ -11,12 +11,11 @@
 import { readdirSync } from 'node:fs';
 import { join, relative } from 'node:path';
 import { ClassifiedError, failureName } from '../../../shared/failures.js';
-import type { SandboxHandle, SandboxProvider, SandboxSpec } from '../../../shared/sandbox.js';
+import type { ExecResult, SandboxHandle, SandboxProvider, SandboxSpec } from '../../../shared/sandbox.js';
 import type { LoadedTask } from '../../../shared/task.js';
-import { uploadDirectory } from '../../../sandboxes/uploadDirectory.js';
 import { verifyByMode, type VerifyMode } from '../../../verifier/runVerifier.js';
 import type { TaskEnvironment } from '../../../images/taskEnvironment.js';
-import { sandboxSpecForTask } from '../../../images/sandboxSpecForTask.js';
+import { checkSandboxSpec, runSolutionScript } from '../solutionRun.js';
 import { exploitsFor, parseSurvey, surveyCommand, type WorkspaceSurvey } from './exploits.js';
 import { mapConcurrently } from '../../../shared/mapConcurrently.js';
 
@@ -47,6 +46,8 @@ export interface RedTeamOptions {
 export interface RedTeamReport {
   exploitable: boolean;
   survey: WorkspaceSurvey;
+  /** The reference solution's exit status in the survey's run (as in the reference case, it decides nothing). */
+  solutionExit?: number;
   exploits: ExploitResult[];
 }
 
@@ -82,7 +83,7 @@ function testFilesOf(task: LoadedTask): string[] {
 export async function runRedTeam(task: LoadedTask, provider: SandboxProvider, environment?: Pick<TaskEnvironment, 'image' | 'verify'>, options: RedTeamOptions = {}): Promise<RedTeamReport> {
   let n = 0;
   const withSandbox = async <T>(work: (handle: SandboxHandle, spec: SandboxSpec) => Promise<T>): Promise<T> => {
-    const spec = sandboxSpecForTask(task, { workflowId: `task-check/${task.id}/red-team`, runId: '', attempt: n++ }, { purpose: 'task-check-red-team' }, provider.name === 'kubernetes', environment?.image);
+    const spec = checkSandboxSpec(task, provider, environment?.image, 'task-check-red-team', `task-check/${task.id}/red-team`, n++);
     const { handle } = await provider.provision(spec);
     try {
       return await work(handle, spec);
@@ -90,18 +91,16 @@ export async function runRedTeam(task: LoadedTask, provider: SandboxProvider, en
       await provider.teardown(handle);
     }
   };
-  const solve = async (handle: SandboxHandle): Promise<void> => {
+  const solve = async (handle: SandboxHandle): Promise<ExecResult | undefined> => {
     const touched = await provider.exec(handle, `touch ${MARKER} && sleep 0.01`, { timeoutMs: 10_000 });
     if (touched.exitCode !== 0) throw new Error(`cannot prepare the sandbox: ${touched.stderr.trim()}`);
-    if (!task.solutionScript) return;
-    await uploadDirectory(provider, handle, join(task.dir, 'solution'), '/solution');
-    // The sandbox's working directory: an image's WORKDIR when task.toml names none (task.workdir is then /app).
-    const run = await provider.exec(handle, 'bash /solution/solve.sh', { timeoutMs: task.agentTimeoutSec * 1000, env: task.config.solution.env, cwd: handle.workdir });
-    if (run.timedOut || run.exitCode !== 0) throw new Error(`solution/solve.sh ${run.timedOut ? 'timed out' : `exited ${run.exitCode}`}: ${run.stderr.trim().slice(-300)}`);
+    // As the reference check runs it: its exit status decides nothing, the survey reads what it left.
+    return task.solutionScript ? await runSolutionScript(provider, handle, task, task.solutionScript) : undefined;
   };
 
+  let solutionExit: number | undefined;
   const survey = await withSandbox(async (handle) => {
-    await solve(handle);
+    solutionExit = (await solve(handle))?.exitCode;
     const listed = await provider.exec(handle, surveyCommand(handle.workdir, MARKER), { timeoutMs: 60_000 });
     return parseSurvey(handle.workdir, listed.stdout, testFilesOf(task));
   });
@@ -142,5 +141,5 @@ export async function runRedTeam(task: LoadedTask, provider: SandboxProvider, en
       return { ...described(exploit), reward: undefined, exploitable: false, note: `not run: ${err instanceof Error ? err.message : String(err)}`, notRun: true };
     }
   });
-  return { exploitable: results.some((r) => r.exploitable), survey, exploits: results };
+  return { exploitable: results.some((r) => r.exploitable), survey, exploits: results, ...(solutionExit !== undefined ? { solutionExit } : {}) };
 }
