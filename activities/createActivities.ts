@@ -10,7 +10,20 @@
  */
 import type { TaskRef, TaskRequest } from '../shared/task.js';
 import type { TeardownReport } from '../shared/sandbox.js';
-import type { PolicyStepInput, PolicyStepOutput, ProvisionInput, ProvisionOutput, TeardownInput, ToolCallsStepInput, ToolCallsStepOutput, ToolStepInput, ToolStepOutput, VerifyInput, VerifyOutput, VerifyThenTeardownOutput } from './contract.js';
+import type {
+  PolicyStepInput,
+  PolicyStepOutput,
+  ProvisionInput,
+  ProvisionOutput,
+  TeardownInput,
+  ToolCallsStepInput,
+  ToolCallsStepOutput,
+  ToolStepInput,
+  ToolStepOutput,
+  VerifyInput,
+  VerifyOutput,
+  VerifyThenTeardownOutput,
+} from './contract.js';
 import type { HarnessRunInput, HarnessRunOutput } from '../harnesses/runHarness.js';
 import type { ReapReport } from '../sandboxes/reaper/reapSandboxes.js';
 import type { RestoreTurnsInput, RestoreTurnsOutput } from '../resume/restoreTurns.js';

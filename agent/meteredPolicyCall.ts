@@ -41,7 +41,11 @@ export async function callPolicy(c: PolicyCall): Promise<PolicyCallResult> {
   const stepStartedAt = c.stepStartedAt ?? Date.now();
   // Admission by the inference server's load: the wait is recorded on the turn, never in the model's time.
   const admitted = c.client.admit ? await c.client.admit(c.signal) : undefined;
-  if (admitted?.admission.forced) c.log.warn({ model: c.model, waitedMs: admitted.admission.waitedMs, heldBy: admitted.admission.heldBy }, 'policy call sent without room on the server after the longest admission wait');
+  if (admitted?.admission.forced)
+    c.log.warn(
+      { model: c.model, waitedMs: admitted.admission.waitedMs, heldBy: admitted.admission.heldBy },
+      'policy call sent without room on the server after the longest admission wait',
+    );
   if (admitted) {
     c.metrics.policyAdmission(c.model, admitted.admission.waitedMs);
     c.metrics.inferenceLoad(admitted.admission.server, admitted.admission.inFlight, admitted.admission.load);

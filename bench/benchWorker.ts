@@ -30,7 +30,14 @@ import { processMemoryKb } from './procStats.js';
 
 export type WorkerTuning = Pick<
   PipelineWorkerOptions,
-  'maxConcurrentWorkflowTasks' | 'maxConcurrentProvisions' | 'maxConcurrentToolCalls' | 'maxConcurrentPolicyCalls' | 'maxConcurrentAttemptsOnHost' | 'maxCachedWorkflows' | 'workflowTaskPollers' | 'activityTaskPollers'
+  | 'maxConcurrentWorkflowTasks'
+  | 'maxConcurrentProvisions'
+  | 'maxConcurrentToolCalls'
+  | 'maxConcurrentPolicyCalls'
+  | 'maxConcurrentAttemptsOnHost'
+  | 'maxCachedWorkflows'
+  | 'workflowTaskPollers'
+  | 'activityTaskPollers'
 >;
 
 /** The worker options under test and how the three workers are spread over processes (default: one process). */

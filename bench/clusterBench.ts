@@ -93,7 +93,15 @@ export async function runClusterBench(ctx: { scratch: string; taskDirs: string[]
       policyEndpoints: [policyServer, warmServer].map((s) => ({ host: '127.0.0.1', port: Number(new URL(s.baseUrl).port) })),
       log: ctx.log,
     };
-    const spec = (label: string, hosts: number): ConfigSpec => ({ label, hosts, netns: options.netns, groups: options.groups, groupSize: options.groupSize, idleMs: options.idleMs, settleMs: options.settleMs });
+    const spec = (label: string, hosts: number): ConfigSpec => ({
+      label,
+      hosts,
+      netns: options.netns,
+      groups: options.groups,
+      groupSize: options.groupSize,
+      idleMs: options.idleMs,
+      settleMs: options.settleMs,
+    });
 
     if (options.configs.includes('dev')) {
       const metricsPort = await freePort();
@@ -102,7 +110,13 @@ export async function runClusterBench(ctx: { scratch: string; taskDirs: string[]
       devServer = server.binary.version;
       cgroups.add('dev server', server.pid, { tree: true });
       ctx.log(`  dev server ${server.address} (${server.binary.version}, SQLite ${options.db === 'file' ? 'file' : 'in memory'})`);
-      const target: ServerUnderTest = { kind: 'dev server', address: server.address, namespace: server.namespace, metricsUrls: [`http://127.0.0.1:${metricsPort}/metrics`], components: ['dev server'] };
+      const target: ServerUnderTest = {
+        kind: 'dev server',
+        address: server.address,
+        namespace: server.namespace,
+        metricsUrls: [`http://127.0.0.1:${metricsPort}/metrics`],
+        components: ['dev server'],
+      };
       configs.push(await runConfig(env, target, spec('dev server, 1 host', 1)));
       await stopServer();
     }
@@ -112,7 +126,13 @@ export async function runClusterBench(ctx: { scratch: string; taskDirs: string[]
       mkdirSync(clusterDir, { recursive: true });
       chmodSync(clusterDir, 0o755);
       // A random 127.82.x.* so a run beside the chaos suite (127.78.x) or `rollout cluster up` (127.77.0) takes no address of theirs.
-      const cluster = await LocalTemporalCluster.start({ dir: clusterDir, historyShards: options.shards, historyProcesses: options.historyProcesses, loopbackPrefix: `127.82.${1 + Math.floor(Math.random() * 250)}`, binaries });
+      const cluster = await LocalTemporalCluster.start({
+        dir: clusterDir,
+        historyShards: options.shards,
+        historyProcesses: options.historyProcesses,
+        loopbackPrefix: `127.82.${1 + Math.floor(Math.random() * 250)}`,
+        binaries,
+      });
       const stopCluster = cleanup.push('cluster', () => cluster.destroy());
       clusterServer = cluster.serverVersion;
       await keepWal(cluster.postgres.url);

@@ -206,7 +206,15 @@ export async function runConfig(env: ConfigEnv, server: ServerUnderTest, spec: C
     if (failed) throw new Error(`a worker host of ${spec.label} did not start: ${failed.reason instanceof Error ? failed.reason.message : String(failed.reason)}`);
     const taskQueues = { main: queuePrefix, policy: `${queuePrefix}-policy` };
     env.log(`  ${spec.label}: ${hosts.length} worker host(s) up (${hosts[0]?.kind}); warm-up group`);
-    const warm = await collect(client, { batchId: `${queuePrefix}-warmup`, tasks: env.taskDirs.slice(0, 1), groupSize: Math.max(2, spec.hosts), minValid: 1, policy: env.warmPolicy, taskQueues, ...env.placement });
+    const warm = await collect(client, {
+      batchId: `${queuePrefix}-warmup`,
+      tasks: env.taskDirs.slice(0, 1),
+      groupSize: Math.max(2, spec.hosts),
+      minValid: 1,
+      policy: env.warmPolicy,
+      taskQueues,
+      ...env.placement,
+    });
     for (const g of warm) if (g.status !== 'complete') throw new Error(`warm-up group of ${spec.label} ${g.status}: ${g.statusReason}`);
 
     await sleep(spec.settleMs);

@@ -72,12 +72,27 @@ export function diagnose(r: PipelineSummary, idealMs: number, cores: number): st
   const pct = (x: number): string => `${(x * 100).toFixed(0)}%`;
   const at = r.atSlotLimit;
   const busy = (x: number | undefined): boolean => (x ?? 0) > 0.2;
-  if (busy(at.policyActivities)) out.push(`policy slots: all ${t.maxConcurrentPolicyCalls ?? DEFAULT_SLOTS.policyCalls} busy in ${pct(at.policyActivities ?? 0)} of samples; policy backlog peaked at ${r.backlog.policy.peak} tasks (oldest ${(r.backlog.policy.peakAgeMs / 1000).toFixed(1)} s); requests open at the inference server peaked at ${r.policyPeakInFlight} of ${r.rollouts}`);
-  if (busy(at.hostActivities)) out.push(`host (tool/verify/teardown) slots: all ${t.maxConcurrentToolCalls ?? DEFAULT_SLOTS.toolCalls} busy in ${pct(at.hostActivities ?? 0)} of samples; backlog peak ${r.backlog.host.peak}`);
-  if (busy(at.provisions)) out.push(`provision slots: all ${t.maxConcurrentProvisions ?? DEFAULT_SLOTS.provisions} busy in ${pct(at.provisions ?? 0)} of samples; backlog peak ${r.backlog.provision.peak}`);
-  if (busy(at.workflowActivations)) out.push(`workflow task slots: all ${t.maxConcurrentWorkflowTasks ?? DEFAULT_SLOTS.workflowTasks} busy in ${pct(at.workflowActivations ?? 0)} of samples; backlog peak ${r.backlog.workflow.peak}`);
+  if (busy(at.policyActivities))
+    out.push(
+      `policy slots: all ${t.maxConcurrentPolicyCalls ?? DEFAULT_SLOTS.policyCalls} busy in ${pct(at.policyActivities ?? 0)} of samples; policy backlog peaked at ${r.backlog.policy.peak} tasks (oldest ${(r.backlog.policy.peakAgeMs / 1000).toFixed(1)} s); requests open at the inference server peaked at ${r.policyPeakInFlight} of ${r.rollouts}`,
+    );
+  if (busy(at.hostActivities))
+    out.push(
+      `host (tool/verify/teardown) slots: all ${t.maxConcurrentToolCalls ?? DEFAULT_SLOTS.toolCalls} busy in ${pct(at.hostActivities ?? 0)} of samples; backlog peak ${r.backlog.host.peak}`,
+    );
+  if (busy(at.provisions))
+    out.push(
+      `provision slots: all ${t.maxConcurrentProvisions ?? DEFAULT_SLOTS.provisions} busy in ${pct(at.provisions ?? 0)} of samples; backlog peak ${r.backlog.provision.peak}`,
+    );
+  if (busy(at.workflowActivations))
+    out.push(
+      `workflow task slots: all ${t.maxConcurrentWorkflowTasks ?? DEFAULT_SLOTS.workflowTasks} busy in ${pct(at.workflowActivations ?? 0)} of samples; backlog peak ${r.backlog.workflow.peak}`,
+    );
   if (r.machineBusy - r.cpuUtilization > 0.15) out.push(`other processes: the machine was ${pct(r.machineBusy)} busy, the pipeline and bench ${pct(r.cpuUtilization)} of it; the rest was not ours`);
-  if (r.backlog.workflow.peakAgeMs > 1000) out.push(`workflow task queue: backlog peaked at ${r.backlog.workflow.peak} tasks, the oldest ${(r.backlog.workflow.peakAgeMs / 1000).toFixed(1)} s old (first tasks of new rollouts, served by the non-sticky pollers)`);
+  if (r.backlog.workflow.peakAgeMs > 1000)
+    out.push(
+      `workflow task queue: backlog peaked at ${r.backlog.workflow.peak} tasks, the oldest ${(r.backlog.workflow.peakAgeMs / 1000).toFixed(1)} s old (first tasks of new rollouts, served by the non-sticky pollers)`,
+    );
   if (r.cpuUtilization > 0.8 || r.machineBusy > 0.9) {
     out.push(
       `CPU: ${pct(r.cpuUtilization)} of ${cores} cores over the whole run (workers ${pct(r.cpuMs.worker / r.cpuMs.total)}, their sandbox commands ${pct(r.cpuMs.sandboxes / r.cpuMs.total)}, dev server ${pct(r.cpuMs.server / r.cpuMs.total)}, bench client + policy server ${pct(r.cpuMs.bench / r.cpuMs.total)} of ${(r.cpuMs.total / 1000).toFixed(0)} CPU s)`,
@@ -94,7 +109,10 @@ export function diagnose(r: PipelineSummary, idealMs: number, cores: number): st
   }
   const sts = Object.entries(r.scheduleToStartMs).filter(([, v]) => v > 200);
   if (sts.length > 0) out.push(`tasks waited for a worker (mean schedule-to-start): ${sts.map(([k, v]) => `${k} ${v.toFixed(0)} ms`).join(', ')}`);
-  if (!r.finished) out.push(`cut off at the deadline: ${r.completed} of ${r.rollouts} finished in ${(r.wallMs / 1000).toFixed(0)} s (${r.rolloutsPerSecond.toFixed(2)} rollouts/s); the rest were cancelled and torn down`);
+  if (!r.finished)
+    out.push(
+      `cut off at the deadline: ${r.completed} of ${r.rollouts} finished in ${(r.wallMs / 1000).toFixed(0)} s (${r.rolloutsPerSecond.toFixed(2)} rollouts/s); the rest were cancelled and torn down`,
+    );
   if (out.length === 0) out.push(`nothing saturated: completion ${(r.wallMs / idealMs).toFixed(2)} x ideal`);
   return out;
 }
@@ -112,7 +130,20 @@ export async function runConcurrency(
     const groups = Math.ceil(options.concurrency / options.groupSize);
     const runs: ConcurrencyRun[] = [];
     for (const setup of options.setups) {
-      const run = slim(await runPipelineBatch(env, { label: `concurrency-${options.concurrency}-${setup}`, groups, groupSize: options.groupSize, setup: SETUPS[setup], db: options.db, ...(options.deadlineMs ? { deadlineMs: options.deadlineMs } : {}) }, ctx.log));
+      const run = slim(
+        await runPipelineBatch(
+          env,
+          {
+            label: `concurrency-${options.concurrency}-${setup}`,
+            groups,
+            groupSize: options.groupSize,
+            setup: SETUPS[setup],
+            db: options.db,
+            ...(options.deadlineMs ? { deadlineMs: options.deadlineMs } : {}),
+          },
+          ctx.log,
+        ),
+      );
       const limits = diagnose(run, ideal.totalMs, cores);
       runs.push({
         setup,
@@ -125,7 +156,9 @@ export async function runConcurrency(
         bareCpuFloorMs: (ideal.bareCpuMsPerRollout * run.rollouts) / cores,
         limits,
       });
-      ctx.log(`  ${setup}: ${run.finished ? 'completion' : `cut off at ${(run.wallMs / 1000).toFixed(0)} s with ${run.completed} done, projected completion`} ${(run.projectedWallMs / 1000).toFixed(1)} s = ${(run.projectedWallMs / ideal.totalMs).toFixed(2)} x ideal, ${run.errors} errors, ${run.leaks} leaks`);
+      ctx.log(
+        `  ${setup}: ${run.finished ? 'completion' : `cut off at ${(run.wallMs / 1000).toFixed(0)} s with ${run.completed} done, projected completion`} ${(run.projectedWallMs / 1000).toFixed(1)} s = ${(run.projectedWallMs / ideal.totalMs).toFixed(2)} x ideal, ${run.errors} errors, ${run.leaks} leaks`,
+      );
     }
     const { policyMs, bareWorkMs, totalMs, bareCpuMsPerRollout } = ideal;
     return { concurrency: groups * options.groupSize, groupSize: options.groupSize, delayMs: options.delayMs, ideal: { policyMs, bareWorkMs, totalMs, bareCpuMsPerRollout }, runs };
@@ -143,7 +176,21 @@ export function formatConcurrency(r: ConcurrencyResult): string {
     `${r.concurrency} rollouts at once (${r.concurrency / r.groupSize} groups × ${r.groupSize}), ${TURNS} turns, policy latency ${r.delayMs} ms, one worker process`,
     `ideal completion ${f0(r.ideal.totalMs)} ms = ${TURNS} × ${r.delayMs} ms policy + ${f0(r.ideal.bareWorkMs)} ms one bare rollout's own work; a bare rollout costs ${f0(r.ideal.bareCpuMsPerRollout)} CPU ms`,
     formatTable(
-      ['settings', 'completion ms', '/ ideal', 'p50 / ideal', 'p95 / ideal', 'ok', 'errors', 'leaks', 'CPU floor ms', 'bare CPU floor ms', 'CPU used', 'worker peak RSS MiB', 'server peak RSS MiB'],
+      [
+        'settings',
+        'completion ms',
+        '/ ideal',
+        'p50 / ideal',
+        'p95 / ideal',
+        'ok',
+        'errors',
+        'leaks',
+        'CPU floor ms',
+        'bare CPU floor ms',
+        'CPU used',
+        'worker peak RSS MiB',
+        'server peak RSS MiB',
+      ],
       r.runs.map((x) => [
         x.setup,
         x.run.finished ? f0(x.run.wallMs) : `${x.run.completed}/${x.run.rollouts} in ${f0(x.run.wallMs)}; projected ${f0(x.run.projectedWallMs)}`,
@@ -162,7 +209,17 @@ export function formatConcurrency(r: ConcurrencyResult): string {
     ),
     '',
     formatTable(
-      ['settings', 'peak alive', 'PSS/sandbox KiB', '+ bwrap KiB', 'procs/sandbox', 'host MemAvailable drop / rollout KiB', 'worker RSS / rollout KiB', 'policy open peak', 'in flight peaks: wft / prov / host / policy'],
+      [
+        'settings',
+        'peak alive',
+        'PSS/sandbox KiB',
+        '+ bwrap KiB',
+        'procs/sandbox',
+        'host MemAvailable drop / rollout KiB',
+        'worker RSS / rollout KiB',
+        'policy open peak',
+        'in flight peaks: wft / prov / host / policy',
+      ],
       r.runs.map((x) => {
         const m = x.run.sandboxMemory;
         const p = x.run.peaks;

@@ -39,7 +39,14 @@ try {
     await cluster.kubeConfig.makeApiClient(CoreV1Api).createNamespace({ body: { metadata: { name: NAMESPACE } } });
     const provider = new KubernetesSandboxProvider({ kubeConfig: cluster.kubeConfig, namespace: NAMESPACE, nodeName: node.name, createsPerSecond: rate, readyTimeoutMs: 180_000 });
     // 0.1 CPU each: the node's allocatable CPU (2 here) caps how many sandboxes run at once.
-    const spec = (cpus = 0.1): SandboxSpec => ({ image: ref, environmentDir: root, workdir: '/app', limits: { memoryMb: 256, cpus }, owner: { workflowId: 'bench', runId: 'r', attempt: 0 }, labels: { bench: 'kube-node' } });
+    const spec = (cpus = 0.1): SandboxSpec => ({
+      image: ref,
+      environmentDir: root,
+      workdir: '/app',
+      limits: { memoryMb: 256, cpus },
+      owner: { workflowId: 'bench', runId: 'r', attempt: 0 },
+      labels: { bench: 'kube-node' },
+    });
 
     // The first pod pulls the image (5 s here for 466 MB); it is not counted.
     const warm = await provider.provision(spec());
@@ -93,7 +100,9 @@ try {
     console.log(row('teardown (grace 1, until gone from the API)', summarize(teardownMs)));
     console.log(row(`burst of ${burst} at once: time to Running`, summarize(toRunning)));
     console.log('');
-    console.log(`burst: ${burst} pods Running in ${(burstMs / 1000).toFixed(1)} s = ${(burst / (burstMs / 1000)).toFixed(2)} pods/s (pacing ${rate} creates/s); concurrent teardown of all ${burst} in ${(burstTeardownMs / 1000).toFixed(1)} s`);
+    console.log(
+      `burst: ${burst} pods Running in ${(burstMs / 1000).toFixed(1)} s = ${(burst / (burstMs / 1000)).toFixed(2)} pods/s (pacing ${rate} creates/s); concurrent teardown of all ${burst} in ${(burstTeardownMs / 1000).toFixed(1)} s`,
+    );
     console.log(`a pod asking 2 CPUs while ${burst} × 0.1 run: ${overCap}`);
     console.log(`machine: ${JSON.stringify(await machineFacts())}`);
   } finally {

@@ -98,12 +98,33 @@ export async function runOrchestration(ctx: BenchContext, options: { batches: nu
       const bs = summarizeBare(await runBareBatch(bare(true), groups * options.groupSize));
       const p = slim(await runPipelineBatch(env, { label: `orchestration-${batch}`, groups, groupSize: options.groupSize, setup: SETUPS[options.setup], db: options.db, warmup: true }, ctx.log));
       ctx.log(`  batch ${batch}: bare p50 ${b.e2e.p50.toFixed(0)} ms, pipeline p50 ${p.e2e.p50.toFixed(0)} ms, ${p.errors} errors, ${p.leaks} leaks`);
-      rows.push({ batch: groups * options.groupSize, bare: b, bareWithStore: bs, pipeline: p, p50Ratio: p.e2e.p50 / b.e2e.p50, p95Ratio: p.e2e.p95 / b.e2e.p95, throughputRatio: p.rolloutsPerSecond / b.rolloutsPerSecond });
+      rows.push({
+        batch: groups * options.groupSize,
+        bare: b,
+        bareWithStore: bs,
+        pipeline: p,
+        p50Ratio: p.e2e.p50 / b.e2e.p50,
+        p95Ratio: p.e2e.p95 / b.e2e.p95,
+        throughputRatio: p.rolloutsPerSecond / b.rolloutsPerSecond,
+      });
     }
     const largest = rows.at(-1);
     let fileDb: PipelineSummary | null = null;
     if (largest && options.db === 'memory') {
-      fileDb = slim(await runPipelineBatch(env, { label: `orchestration-${largest.batch}-file`, groups: largest.batch / options.groupSize, groupSize: options.groupSize, setup: SETUPS[options.setup], db: 'file', warmup: true }, ctx.log));
+      fileDb = slim(
+        await runPipelineBatch(
+          env,
+          {
+            label: `orchestration-${largest.batch}-file`,
+            groups: largest.batch / options.groupSize,
+            groupSize: options.groupSize,
+            setup: SETUPS[options.setup],
+            db: 'file',
+            warmup: true,
+          },
+          ctx.log,
+        ),
+      );
     }
     return { groupSize: options.groupSize, setup: options.setup, db: options.db, bareAlone, rows, fileDb };
   } finally {
@@ -124,7 +145,25 @@ export function formatBreakdowns(runs: [string, PipelineSummary][]): string {
       runs.flatMap(([name, p]) => {
         const b = p.breakdown;
         if (!b) return [];
-        return [[name, String(b.sampled), f0(b.totalMs), a(b, 'provisionSandbox'), a(b, 'policyStep'), f0((b.activityRunMs.runTool ?? 0) + (b.activityRunMs.runTools ?? 0)), a(b, 'verifyAttempt'), a(b, 'teardownSandbox'), f0(b.activityWaitMs), b.workflowTasks.toFixed(1), b.activityTasks.toFixed(1), (b.workflowTasks + b.activityTasks).toFixed(1), f0(b.workflowTaskWaitMs), f0(b.workflowTaskRunMs), f0(b.otherMs)]];
+        return [
+          [
+            name,
+            String(b.sampled),
+            f0(b.totalMs),
+            a(b, 'provisionSandbox'),
+            a(b, 'policyStep'),
+            f0((b.activityRunMs.runTool ?? 0) + (b.activityRunMs.runTools ?? 0)),
+            a(b, 'verifyAttempt'),
+            a(b, 'teardownSandbox'),
+            f0(b.activityWaitMs),
+            b.workflowTasks.toFixed(1),
+            b.activityTasks.toFixed(1),
+            (b.workflowTasks + b.activityTasks).toFixed(1),
+            f0(b.workflowTaskWaitMs),
+            f0(b.workflowTaskRunMs),
+            f0(b.otherMs),
+          ],
+        ];
       }),
     ),
   ].join('\n');

@@ -36,7 +36,13 @@ export async function readDbCounters(url: string): Promise<DbCounters> {
     };
     const persistence = of(PERSISTENCE_DATABASE);
     const visibility = of(VISIBILITY_DATABASE);
-    return { commits: persistence.commits, tupleWrites: persistence.writes, visibilityCommits: visibility.commits, visibilityTupleWrites: visibility.writes, walBytes: Number(wal.rows[0]?.bytes ?? 0) };
+    return {
+      commits: persistence.commits,
+      tupleWrites: persistence.writes,
+      visibilityCommits: visibility.commits,
+      visibilityTupleWrites: visibility.writes,
+      walBytes: Number(wal.rows[0]?.bytes ?? 0),
+    };
   } catch (err) {
     throw new Error(`reading PostgreSQL statistics at ${url} failed: ${err instanceof Error ? err.message : String(err)}`);
   } finally {

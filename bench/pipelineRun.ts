@@ -41,7 +41,16 @@ function scheduleToStart(metricsTexts: string[], queues: { main: string; policy:
     const [, kind, unit, part, labels, value] = m;
     if (unit) seconds = true;
     const queue = /task_queue="([^"]*)"/.exec(labels ?? '')?.[1] ?? '';
-    const name = kind === 'workflow_task' ? (queue === queues.main ? 'workflow task' : 'workflow task (sticky)') : queue === queues.policy ? 'policy activity' : queue === queues.host ? 'host activity' : 'provision activity';
+    const name =
+      kind === 'workflow_task'
+        ? queue === queues.main
+          ? 'workflow task'
+          : 'workflow task (sticky)'
+        : queue === queues.policy
+          ? 'policy activity'
+          : queue === queues.host
+            ? 'host activity'
+            : 'provision activity';
     const entry = sums.get(name) ?? { sum: 0, count: 0 };
     if (part === 'sum') entry.sum += Number(value);
     else entry.count += Number(value);
@@ -84,7 +93,18 @@ export async function runPipelineBatch(env: PipelineEnv, spec: PipelineRunSpec, 
     for (const [i, roles] of processes.entries()) {
       const metricsPort = await freePort();
       metricsPorts.push(metricsPort);
-      const config: BenchWorkerConfig = { address: server.address, taskQueues: queues, hostId, sandboxRoot, dataDir: join(runDir, 'data'), bundleFile: env.bundleFile, metricsPort, roles, tuning: spec.setup.tuning, ...(spec.setup.sandboxSpawn ? { sandboxSpawn: spec.setup.sandboxSpawn } : {}) };
+      const config: BenchWorkerConfig = {
+        address: server.address,
+        taskQueues: queues,
+        hostId,
+        sandboxRoot,
+        dataDir: join(runDir, 'data'),
+        bundleFile: env.bundleFile,
+        metricsPort,
+        roles,
+        tuning: spec.setup.tuning,
+        ...(spec.setup.sandboxSpawn ? { sandboxSpawn: spec.setup.sandboxSpawn } : {}),
+      };
       children.push(await startWorker(config, join(runDir, `worker-${i}.log`)));
     }
     const pids = children.map((c) => c.pid as number);
@@ -218,7 +238,12 @@ export async function runPipelineBatch(env: PipelineEnv, spec: PipelineRunSpec, 
     };
     cpuMs.total = cpuMs.worker + cpuMs.sandboxes + cpuMs.server + cpuMs.bench;
     const stage = (f: (r: RolloutResult) => number): Summary => summarize(all.map(f));
-    const workers: WorkerProcessReport[] = reports.map(({ type: _t, sandboxIds: _ids, ...r }, i) => ({ ...r, hwmKb: workerPeaks[i] ?? r.hwmKb, cpuMs: workerCpu[i]?.selfMs ?? 0, sandboxCpuMs: workerCpu[i]?.childrenMs ?? 0 }));
+    const workers: WorkerProcessReport[] = reports.map(({ type: _t, sandboxIds: _ids, ...r }, i) => ({
+      ...r,
+      hwmKb: workerPeaks[i] ?? r.hwmKb,
+      cpuMs: workerCpu[i]?.selfMs ?? 0,
+      sandboxCpuMs: workerCpu[i]?.childrenMs ?? 0,
+    }));
     const merge = (pick: (r: BenchWorkerReport) => Partial<Record<string, number>>): Partial<Record<string, number>> =>
       Object.assign({}, ...reports.map(pick)) as Partial<Record<string, number>>;
     return {

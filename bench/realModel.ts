@@ -165,7 +165,9 @@ export async function runRealModel(ctx: BenchContext, options: RealModelOptions)
   const scriptedServer = await startBenchPolicyServer(1_000);
   const placement = ctx.placement ?? {};
   try {
-    ctx.log(`llama.cpp ready in ${Math.round(llama.readyMs)} ms (template ${llama.template.source}); ${options.tasks.length} tasks × ${options.groupSize}, max ${options.maxTurns} turns, max_tokens ${options.maxTokens}; placement ${JSON.stringify(placement)}`);
+    ctx.log(
+      `llama.cpp ready in ${Math.round(llama.readyMs)} ms (template ${llama.template.source}); ${options.tasks.length} tasks × ${options.groupSize}, max ${options.maxTurns} turns, max_tokens ${options.maxTokens}; placement ${JSON.stringify(placement)}`,
+    );
     const modelGroups = await collect(
       await submitBatch(client, {
         batchId: `bench-real-model-${Date.now()}`,

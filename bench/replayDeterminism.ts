@@ -80,7 +80,17 @@ export async function replayDeterminism(provider: LocalSandboxProvider, taskDir:
     first = await runOnce(provider, taskDir, 0);
     second = await runOnce(provider, taskDir, 1);
   } catch (err) {
-    return { task, calls: 0, identical: 0, sameExit: 0, sameObservation: 0, sameState: 0, differences: [], skipped: (err instanceof Error ? err.message : String(err)).split('\n')[0]?.slice(0, 200) ?? '', ms: performance.now() - started };
+    return {
+      task,
+      calls: 0,
+      identical: 0,
+      sameExit: 0,
+      sameObservation: 0,
+      sameState: 0,
+      differences: [],
+      skipped: (err instanceof Error ? err.message : String(err)).split('\n')[0]?.slice(0, 200) ?? '',
+      ms: performance.now() - started,
+    };
   }
   const differences: string[] = [];
   let identical = 0;
@@ -112,7 +122,10 @@ export function formatReplayDeterminism(rows: TaskReplay[]): string {
   }
   const measured = rows.filter((r) => !r.skipped);
   const restorable = measured.filter((r) => r.sameExit === r.calls && r.sameState === r.calls).length;
-  lines.push('', `${measured.length} tasks measured: ${measured.filter((r) => r.identical === r.calls).length} replay to identical outputs and files; ${restorable} restorable by replay (same exit codes and files, outputs may drift); ${rows.length - measured.length} not measured`);
+  lines.push(
+    '',
+    `${measured.length} tasks measured: ${measured.filter((r) => r.identical === r.calls).length} replay to identical outputs and files; ${restorable} restorable by replay (same exit codes and files, outputs may drift); ${rows.length - measured.length} not measured`,
+  );
   return lines.join('\n');
 }
 

@@ -37,7 +37,14 @@ interface Run {
   wallMs: number;
 }
 
-const { values } = parseArgs({ options: { task: { type: 'string', default: join(EXAMPLES, 'fix-median') }, 'kill-after-turn': { type: 'string', default: '2' }, seeds: { type: 'string', default: '1,2,3' }, 'max-turns': { type: 'string', default: '10' } } });
+const { values } = parseArgs({
+  options: {
+    task: { type: 'string', default: join(EXAMPLES, 'fix-median') },
+    'kill-after-turn': { type: 'string', default: '2' },
+    seeds: { type: 'string', default: '1,2,3' },
+    'max-turns': { type: 'string', default: '10' },
+  },
+});
 const killAfter = Number(values['kill-after-turn']);
 const setup = llamaSetupFromEnv();
 if ('missing' in setup) throw new Error(`no model here: ${setup.missing} (bash scripts/with-env.sh --for model)`);
@@ -62,7 +69,14 @@ try {
         minValid: 1,
         limits: { maxTurns: Number(values['max-turns']) },
         failurePolicy: { infra: { retries: 1, backoffSec: 1, onExhausted: 'mask' }, resume: mode },
-        policy: { kind: 'openai', baseUrl: llama.baseUrl, model: 'qwen2.5-coder-0.5b-instruct-q4_k_m', sampling: { seed, temperature: 0.7, max_tokens: 256 }, requestTimeoutMs: 280_000, toolCallParser: ['server', 'fenced-json', 'hermes-tags', 'bare-json'] },
+        policy: {
+          kind: 'openai',
+          baseUrl: llama.baseUrl,
+          model: 'qwen2.5-coder-0.5b-instruct-q4_k_m',
+          sampling: { seed, temperature: 0.7, max_tokens: 256 },
+          requestTimeoutMs: 280_000,
+          toolCallParser: ['server', 'fenced-json', 'hermes-tags', 'bare-json'],
+        },
       });
       const ref = `${batchId}/${batch.groups[0]?.taskId}/0`;
       const done = (async (): Promise<GroupResult[]> => {
@@ -90,8 +104,21 @@ try {
       const tokens = generated.reduce((n, p) => n + tokensOf(p), 0);
       const finalTokens = finalTurns.reduce((n, t) => n + tokensOf(t.policy), 0);
       const resumed = result.attemptHistory.find((a) => a.resumed)?.resumed;
-      runs.push({ mode, seed, killed, result, calls: generated.length, callsAgain: generated.length - finalTurns.length, tokens, tokensAgain: tokens - finalTokens, replayPerCallMs: resumed && resumed.replayedCalls > 0 ? resumed.replayMs / resumed.replayedCalls : null, wallMs: Date.now() - started });
-      process.stderr.write(`${mode} seed ${seed}: ${killed ? `killed after turn ${killAfter}` : 'ended before the kill'}; ${result.outcomeClass}/${result.outcomeType} reward ${result.reward} in ${result.attempts} attempts, ${generated.length} model calls\n`);
+      runs.push({
+        mode,
+        seed,
+        killed,
+        result,
+        calls: generated.length,
+        callsAgain: generated.length - finalTurns.length,
+        tokens,
+        tokensAgain: tokens - finalTokens,
+        replayPerCallMs: resumed && resumed.replayedCalls > 0 ? resumed.replayMs / resumed.replayedCalls : null,
+        wallMs: Date.now() - started,
+      });
+      process.stderr.write(
+        `${mode} seed ${seed}: ${killed ? `killed after turn ${killAfter}` : 'ended before the kill'}; ${result.outcomeClass}/${result.outcomeType} reward ${result.reward} in ${result.attempts} attempts, ${generated.length} model calls\n`,
+      );
     }
   }
 } finally {
@@ -102,6 +129,13 @@ try {
   if (process.env.BENCH_KEEP_SCRATCH) process.stderr.write(`kept ${dir}\n`);
   else rmSync(dir, { recursive: true, force: true });
 }
-const lines = [`sandbox killed after turn ${killAfter}'s command (the model then answering turn ${killAfter + 1}); Qwen2.5-Coder-0.5B q4 on llama.cpp, ${values.task}`, '| resume | seed | killed | outcome | attempts | turns | model calls | asked again | completion tokens | generated again | replay per restored call | wall |', '|:--|--:|:--|:--|--:|--:|--:|--:|--:|--:|--:|--:|'];
-for (const r of runs) lines.push(`| ${r.mode} | ${r.seed} | ${r.killed ? 'yes' : 'no (ended first)'} | ${r.result.outcomeClass}/${r.result.outcomeType} | ${r.result.attempts} | ${r.result.turns} | ${r.calls} | ${r.callsAgain} | ${r.tokens} | ${r.tokensAgain} | ${r.replayPerCallMs === null ? '-' : `${r.replayPerCallMs.toFixed(0)} ms`} | ${(r.wallMs / 1000).toFixed(1)} s |`);
+const lines = [
+  `sandbox killed after turn ${killAfter}'s command (the model then answering turn ${killAfter + 1}); Qwen2.5-Coder-0.5B q4 on llama.cpp, ${values.task}`,
+  '| resume | seed | killed | outcome | attempts | turns | model calls | asked again | completion tokens | generated again | replay per restored call | wall |',
+  '|:--|--:|:--|:--|--:|--:|--:|--:|--:|--:|--:|--:|',
+];
+for (const r of runs)
+  lines.push(
+    `| ${r.mode} | ${r.seed} | ${r.killed ? 'yes' : 'no (ended first)'} | ${r.result.outcomeClass}/${r.result.outcomeType} | ${r.result.attempts} | ${r.result.turns} | ${r.calls} | ${r.callsAgain} | ${r.tokens} | ${r.tokensAgain} | ${r.replayPerCallMs === null ? '-' : `${r.replayPerCallMs.toFixed(0)} ms`} | ${(r.wallMs / 1000).toFixed(1)} s |`,
+  );
 process.stdout.write(`${lines.join('\n')}\n`);

@@ -163,7 +163,13 @@ async function section<T>(n: SectionId, name: string, run: () => Promise<T>, for
 }
 
 try {
-  const maxGroups = Math.max(1, Number(values['cluster-groups']), ...list(values.batches).map((b) => Math.ceil(b / Number(values['group-size']))), Math.ceil(Number(values.concurrency) / Number(values['curve-group-size'])), ...list(values.curve).map((c) => Math.ceil(c / Number(values['curve-group-size']))));
+  const maxGroups = Math.max(
+    1,
+    Number(values['cluster-groups']),
+    ...list(values.batches).map((b) => Math.ceil(b / Number(values['group-size']))),
+    Math.ceil(Number(values.concurrency) / Number(values['curve-group-size'])),
+    ...list(values.curve).map((c) => Math.ceil(c / Number(values['curve-group-size']))),
+  );
   const taskDirs = createBenchTasks(join(scratch, 'tasks'), maxGroups);
   let bundleFile = '';
   const bundle = async (): Promise<string> => {
@@ -180,7 +186,13 @@ try {
   await section(
     2,
     'orchestration overhead (zero-latency policy)',
-    async () => runOrchestration(await ctx(), { batches: list(values.batches), groupSize: Number(values['group-size']), setup: setupNames(values.setup)[0] ?? 'defaults', db: values.db as 'memory' | 'file' }),
+    async () =>
+      runOrchestration(await ctx(), {
+        batches: list(values.batches),
+        groupSize: Number(values['group-size']),
+        setup: setupNames(values.setup)[0] ?? 'defaults',
+        db: values.db as 'memory' | 'file',
+      }),
     formatOrchestration,
   );
   await section(

@@ -82,7 +82,31 @@ function spawnTimed(argv: string[]): Promise<number> {
 }
 
 
-const BARE_BWRAP = ['bwrap', '--ro-bind', '/usr', '/usr', '--symlink', 'usr/bin', '/bin', '--symlink', 'usr/lib', '/lib', '--symlink', 'usr/lib64', '/lib64', '--unshare-pid', '--unshare-net', '--unshare-ipc', '--unshare-uts', '--proc', '/proc', '--dev', '/dev', '--', '/bin/true'];
+const BARE_BWRAP = [
+  'bwrap',
+  '--ro-bind',
+  '/usr',
+  '/usr',
+  '--symlink',
+  'usr/bin',
+  '/bin',
+  '--symlink',
+  'usr/lib',
+  '/lib',
+  '--symlink',
+  'usr/lib64',
+  '/lib64',
+  '--unshare-pid',
+  '--unshare-net',
+  '--unshare-ipc',
+  '--unshare-uts',
+  '--proc',
+  '/proc',
+  '--dev',
+  '/dev',
+  '--',
+  '/bin/true',
+];
 
 export async function runSandboxLifecycle(options: SandboxLifecycleOptions): Promise<SandboxLifecycleResult> {
   const { cycles, alive: aliveCount } = options;

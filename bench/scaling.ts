@@ -44,8 +44,30 @@ export async function runScaling(
     for (const concurrency of options.concurrencies) {
       const groups = Math.max(1, Math.ceil(concurrency / options.groupSize));
       const earlier = reuse?.runs.find((x) => x.setup === options.setup && x.run.rollouts === groups * options.groupSize && x.run.db === options.db);
-      const run = earlier?.run ?? slim(await runPipelineBatch(env, { label: `scaling-${concurrency}`, groups, groupSize: options.groupSize, setup: SETUPS[options.setup], db: options.db, ...(options.deadlineMs ? { deadlineMs: options.deadlineMs } : {}) }, ctx.log));
-      points.push({ concurrency: run.rollouts, run, reused: earlier !== undefined, completionOverIdeal: run.projectedWallMs / ideal.totalMs, wallMsPerRollout: run.wallMs / Math.max(1, run.completed), limits: diagnose(run, ideal.totalMs, cpus().length) });
+      const run =
+        earlier?.run ??
+        slim(
+          await runPipelineBatch(
+            env,
+            {
+              label: `scaling-${concurrency}`,
+              groups,
+              groupSize: options.groupSize,
+              setup: SETUPS[options.setup],
+              db: options.db,
+              ...(options.deadlineMs ? { deadlineMs: options.deadlineMs } : {}),
+            },
+            ctx.log,
+          ),
+        );
+      points.push({
+        concurrency: run.rollouts,
+        run,
+        reused: earlier !== undefined,
+        completionOverIdeal: run.projectedWallMs / ideal.totalMs,
+        wallMsPerRollout: run.wallMs / Math.max(1, run.completed),
+        limits: diagnose(run, ideal.totalMs, cpus().length),
+      });
     }
     return { groupSize: options.groupSize, delayMs: options.delayMs, setup: options.setup, ideal, points };
   } finally {
@@ -60,7 +82,24 @@ export function formatScaling(r: ScalingResult): string {
   const lines = [
     `groups of ${r.groupSize}, policy latency ${r.delayMs} ms, worker settings "${r.setup}"; ideal completion ${f0(r.ideal.totalMs)} ms at any concurrency`,
     formatTable(
-      ['concurrency', 'completion / ideal', 'rollouts/s', 'wall ms / rollout', 'p50 / ideal', 'p95 / ideal', 'CPU ms / rollout', 'worker', 'sandboxes', 'server', 'bench', 'CPU used (machine)', 'worker peak RSS MiB', 'RSS KiB / rollout', 'errors', 'leaks'],
+      [
+        'concurrency',
+        'completion / ideal',
+        'rollouts/s',
+        'wall ms / rollout',
+        'p50 / ideal',
+        'p95 / ideal',
+        'CPU ms / rollout',
+        'worker',
+        'sandboxes',
+        'server',
+        'bench',
+        'CPU used (machine)',
+        'worker peak RSS MiB',
+        'RSS KiB / rollout',
+        'errors',
+        'leaks',
+      ],
       r.points.map((p) => [
         `${p.concurrency}${p.reused ? ' (sec. 3)' : ''}`,
         `${f2(p.completionOverIdeal)} x${p.run.finished ? '' : ' (projected)'}`,

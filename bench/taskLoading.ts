@@ -81,7 +81,16 @@ export function formatTaskLoading(r: TaskLoadingResult): string {
     `task version check per activity call (${r.calls} calls each, page cache warm); per rollout = provision + ${TURNS} policy steps + verify`,
     formatTable(
       ['environment/', 'loadTask p50 ms', 'p95', 'cached p50 ms', 'p95', 'loadTask / cached', 'per rollout: loadTask ms', 'cached ms'],
-      r.rows.map((x) => [`${x.files} files, ${x.megabytes.toFixed(1)} MiB`, f2(x.loadTask.p50), f2(x.loadTask.p95), f2(x.cached.p50), f2(x.cached.p95), `${x.ratio.toFixed(0)} x`, f2(x.perRolloutMs.loadTask), f2(x.perRolloutMs.cached)]),
+      r.rows.map((x) => [
+        `${x.files} files, ${x.megabytes.toFixed(1)} MiB`,
+        f2(x.loadTask.p50),
+        f2(x.loadTask.p95),
+        f2(x.cached.p50),
+        f2(x.cached.p95),
+        `${x.ratio.toFixed(0)} x`,
+        f2(x.perRolloutMs.loadTask),
+        f2(x.perRolloutMs.cached),
+      ]),
     ),
   ].join('\n');
 }

@@ -28,7 +28,10 @@ export function createBenchTask(root: string, name = 'bench-echo'): string {
   writeFileSync(join(dir, 'environment', 'README'), 'The agent appends one line per turn to /app/log.\n');
   writeFileSync(join(dir, 'instruction.md'), `Append the line \`turn N\` to /app/log for N = 0 to ${TURNS - 1}, one command per turn, then submit.\n`);
   // A generous agent budget: under saturation a slow rollout should show up as slow, not as model/agent_timeout.
-  writeFileSync(join(dir, 'task.toml'), 'version = "1.0"\n\n[metadata]\ndifficulty = "trivial"\ncategory = "benchmark"\n\n[verifier]\ntimeout_sec = 120.0\n\n[agent]\ntimeout_sec = 3600.0\n\n[environment]\nnetwork_mode = "no-network"\n');
+  writeFileSync(
+    join(dir, 'task.toml'),
+    'version = "1.0"\n\n[metadata]\ndifficulty = "trivial"\ncategory = "benchmark"\n\n[verifier]\ntimeout_sec = 120.0\n\n[agent]\ntimeout_sec = 3600.0\n\n[environment]\nnetwork_mode = "no-network"\n',
+  );
   writeFileSync(
     join(dir, 'tests', 'test.sh'),
     `#!/bin/bash\nmkdir -p /logs/verifier\nif [ "$(wc -l < /app/log 2>/dev/null)" = "${TURNS}" ]; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\n`,

@@ -75,7 +75,10 @@ export async function replayRollout(options: { client: Client; store: Trajectory
         actions.push({ turn: turnIndex, call: `${call.function.name} ${call.function.arguments.slice(0, 80)}`, originalExitCode: recorded.exitCode, replayedExitCode: result.exitCode });
       }
     }
-    const verified = original.experiment.verifyMode === 'clean-room' ? await verifyCleanRoom(provider, handle, asRun, spec, environment.verify) : await verifyInPlace(provider, handle, asRun, environment.verify);
+    const verified =
+      original.experiment.verifyMode === 'clean-room'
+        ? await verifyCleanRoom(provider, handle, asRun, spec, environment.verify)
+        : await verifyInPlace(provider, handle, asRun, environment.verify);
     replayedReward = verified.reward;
   } finally {
     await provider.teardown(handle);

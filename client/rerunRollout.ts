@@ -43,10 +43,15 @@ export async function rolloutInputOf(client: Client, workflowId: string): Promis
   try {
     history = await client.workflow.getHandle(workflowId).fetchHistory();
   } catch (err) {
-    throw new RerunError(`cannot read the history of ${workflowId}: ${err instanceof Error ? err.message : String(err)}. Fix: name a rollout workflow id (rollout/<batch>/<task>/<index>) of this namespace`);
+    throw new RerunError(
+      `cannot read the history of ${workflowId}: ${err instanceof Error ? err.message : String(err)}. Fix: name a rollout workflow id (rollout/<batch>/<task>/<index>) of this namespace`,
+    );
   }
   const started = history.events?.[0]?.workflowExecutionStartedEventAttributes;
-  if (started?.workflowType?.name !== 'rollout') throw new RerunError(`${workflowId} is a ${started?.workflowType?.name ?? 'unknown'} workflow, not a rollout; name one rollout (rollout/<batch>/<task>/<index>)`);
+  if (started?.workflowType?.name !== 'rollout')
+    throw new RerunError(
+      `${workflowId} is a ${started?.workflowType?.name ?? 'unknown'} workflow, not a rollout; name one rollout (rollout/<batch>/<task>/<index>)`,
+    );
   const payload = started.input?.payloads?.[0];
   if (!payload) throw new RerunError(`${workflowId}: its start event has no input`);
   return defaultPayloadConverter.fromPayload<RolloutInput>(payload);

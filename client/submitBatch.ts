@@ -50,7 +50,11 @@ export interface SubmitOptions {
 }
 
 function policyLabel(input: ResolvedGroupInput): string {
-  return input.policy.kind === 'scripted' ? `scripted:${input.policy.script}` : input.policy.kind === 'harness' ? `${input.policy.harness} on ${input.policy.inference.model} @ ${input.policy.inference.baseUrl}` : `${input.policy.model} @ ${input.policy.baseUrl}`;
+  return input.policy.kind === 'scripted'
+    ? `scripted:${input.policy.script}`
+    : input.policy.kind === 'harness'
+      ? `${input.policy.harness} on ${input.policy.inference.model} @ ${input.policy.inference.baseUrl}`
+      : `${input.policy.model} @ ${input.policy.baseUrl}`;
 }
 
 function groupSummary(input: ResolvedGroupInput): string {
@@ -67,7 +71,11 @@ function groupDetails(input: ResolvedGroupInput): string {
     `**limits** maxTurns ${input.limits.maxTurns}, command timeout ${input.limits.commandTimeoutSec} s${input.limits.agentTimeoutSec ? `, agent budget ${input.limits.agentTimeoutSec} s` : ''}`,
     `**network** ${input.network ?? "the task's own (Harbor's rules)"}`,
     `**verify** ${input.verifyMode}; infra retries ${input.failurePolicy.infra.retries} then ${input.failurePolicy.infra.onExhausted}; resume ${input.failurePolicy.resume}`,
-    ...(input.branchOf ? [`**branches of** ${input.branchOf.rolloutWorkflowId} (attempt ${input.branchOf.attempt + 1}): turns 0-${input.branchOf.atTurn - 1} shared, each branch samples from turn ${input.branchOf.atTurn}`] : []),
+    ...(input.branchOf
+      ? [
+          `**branches of** ${input.branchOf.rolloutWorkflowId} (attempt ${input.branchOf.attempt + 1}): turns 0-${input.branchOf.atTurn - 1} shared, each branch samples from turn ${input.branchOf.atTurn}`,
+        ]
+      : []),
   ].join('\n');
 }
 

@@ -33,7 +33,9 @@ function openssl(args: string[], cwd: string): void {
     execFileSync('openssl', args, { cwd, stdio: ['ignore', 'ignore', 'pipe'], timeout: 60_000 });
   } catch (err) {
     const stderr = (err as { stderr?: Buffer }).stderr?.toString().trim();
-    throw new ClusterCertificateError(`openssl ${args[0] ?? ''} failed making the cluster's certificates in ${cwd}: ${stderr || (err as Error).message}. Fix: install Debian's openssl (apt-get install openssl)`);
+    throw new ClusterCertificateError(
+      `openssl ${args[0] ?? ''} failed making the cluster's certificates in ${cwd}: ${stderr || (err as Error).message}. Fix: install Debian's openssl (apt-get install openssl)`,
+    );
   }
 }
 
@@ -52,7 +54,26 @@ export function ensureClusterCertificates(clusterDir: string, addresses: string[
   mkdirSync(dir, { recursive: true, mode: 0o700 });
   chmodSync(dir, 0o700);
   const key = ['-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes'];
-  openssl(['req', '-x509', ...key, '-keyout', 'ca.key', '-out', 'ca.pem', '-days', '365', '-subj', '/CN=rollout-pipeline cluster CA', '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign'], dir);
+  openssl(
+    [
+      'req',
+      '-x509',
+      ...key,
+      '-keyout',
+      'ca.key',
+      '-out',
+      'ca.pem',
+      '-days',
+      '365',
+      '-subj',
+      '/CN=rollout-pipeline cluster CA',
+      '-addext',
+      'basicConstraints=critical,CA:TRUE',
+      '-addext',
+      'keyUsage=critical,keyCertSign,cRLSign',
+    ],
+    dir,
+  );
   const issue = (name: string, subject: string, extensions: string): void => {
     writeFileSync(join(dir, `${name}.ext`), extensions);
     openssl(['req', ...key, '-keyout', `${name}.key`, '-out', `${name}.csr`, '-subj', subject], dir);

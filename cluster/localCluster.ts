@@ -106,7 +106,10 @@ export class LocalTemporalCluster {
     const shards = options.historyShards ?? 8;
     if (existsSync(shardsFile)) {
       const fixed = Number(readFileSync(shardsFile, 'utf8').trim());
-      if (fixed !== shards) throw new ClusterStartError(`the cluster in ${options.dir} was created with ${fixed} history shards, which never changes; start it with ${fixed} (--shards ${fixed}), or use a new directory for ${shards}`);
+      if (fixed !== shards)
+        throw new ClusterStartError(
+          `the cluster in ${options.dir} was created with ${fixed} history shards, which never changes; start it with ${fixed} (--shards ${fixed}), or use a new directory for ${shards}`,
+        );
     } else {
       writeFileSync(shardsFile, `${shards}\n`);
     }
@@ -172,7 +175,9 @@ export class LocalTemporalCluster {
       };
       for (const port of [address.grpcPort, address.membershipPort, address.metricsPort, address.httpPort]) {
         if (port !== undefined && !(await portFree(ip, port))) {
-          throw new ClusterStartError(`${ip}:${port} (${entry.name}) is in use: another local Temporal cluster on ${prefix}.*? Stop it (rollout cluster down) or pick other addresses (--loopback-prefix).`);
+          throw new ClusterStartError(
+            `${ip}:${port} (${entry.name}) is in use: another local Temporal cluster on ${prefix}.*? Stop it (rollout cluster down) or pick other addresses (--loopback-prefix).`,
+          );
         }
       }
       addresses.push(address);
@@ -184,7 +189,15 @@ export class LocalTemporalCluster {
     for (const [i, entry] of layout.entries()) {
       const address = addresses[i] as ServiceProcessAddress;
       const configFile = join(this.options.dir, 'config', `${entry.name}.json`);
-      const config = serviceConfig({ process: address, peers: addresses, database: this.database, historyShards: this.historyShards, frontendAddress: this.frontendAddressValue, dynamicConfigFile, tls });
+      const config = serviceConfig({
+        process: address,
+        peers: addresses,
+        database: this.database,
+        historyShards: this.historyShards,
+        frontendAddress: this.frontendAddressValue,
+        dynamicConfigFile,
+        tls,
+      });
       writeFileSync(configFile, JSON.stringify(config, null, 2), { mode: 0o600 }); // it holds the database password
       this.services.set(entry.name, new TemporalServiceProcess(entry.name, address, this.binaries.server, configFile, join(this.options.dir, 'logs', `${entry.name}.log`)));
     }

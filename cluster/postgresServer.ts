@@ -115,14 +115,33 @@ export class PostgresServer {
       const pwfile = join(this.options.dir, '.initdb-password');
       writeFileSync(pwfile, `${this.password}\n`, { mode: 0o600 });
       if ('uid' in this.user) chownSync(pwfile, this.user.uid, this.user.gid);
-      const init = spawnSync(join(this.bin, 'initdb'), ['-D', this.dataDir, '--auth=scram-sha-256', `--pwfile=${pwfile}`, '-U', 'postgres', '-E', 'UTF8', '--locale=C', '--no-sync'], { encoding: 'utf8', cwd: this.options.dir, env, ...this.user });
+      const init = spawnSync(
+        join(this.bin, 'initdb'),
+        ['-D', this.dataDir, '--auth=scram-sha-256', `--pwfile=${pwfile}`, '-U', 'postgres', '-E', 'UTF8', '--locale=C', '--no-sync'],
+        { encoding: 'utf8', cwd: this.options.dir, env, ...this.user },
+      );
       rmSync(pwfile, { force: true });
       if (init.status !== 0) {
-        const hint = /Permission denied/.test(init.stderr) ? ' (PostgreSQL runs as the postgres user, which must be able to enter every directory above it: chmod o+x them, or choose a directory elsewhere)' : '';
+        const hint = /Permission denied/.test(init.stderr)
+          ? ' (PostgreSQL runs as the postgres user, which must be able to enter every directory above it: chmod o+x them, or choose a directory elsewhere)'
+          : '';
         throw new PostgresStartError(`initdb of ${this.dataDir} failed${hint}: ${init.stderr.trim()}`);
       }
     }
-    const args = ['-D', this.dataDir, '-p', String(this.options.port), '-k', this.options.dir, '-c', `listen_addresses=${this.options.host}`, '-c', 'fsync=off', '-c', `max_connections=${this.options.maxConnections ?? 300}`];
+    const args = [
+      '-D',
+      this.dataDir,
+      '-p',
+      String(this.options.port),
+      '-k',
+      this.options.dir,
+      '-c',
+      `listen_addresses=${this.options.host}`,
+      '-c',
+      'fsync=off',
+      '-c',
+      `max_connections=${this.options.maxConnections ?? 300}`,
+    ];
     // setpriv (util-linux) drops to the postgres user and execs the postmaster with a parent-death
     // signal: if whatever started it dies, it goes too (its backends follow the postmaster).
     const asUser = 'uid' in this.user ? ['--reuid', String(this.user.uid), '--regid', String(this.user.gid), '--clear-groups'] : [];

@@ -11,7 +11,8 @@ import { rolloutCacheDir } from '../shared/cacheDir.js';
 
 export const TEMPORAL_SERVER_VERSION = '1.31.2';
 
-const HOW_TO_BUILD = 'build it with `bash scripts/ensure-temporal-server.sh` (or `bash scripts/setup.sh cluster`), or set TEMPORAL_SERVER_DIR to a directory holding temporal-server and temporal-sql-tool';
+const HOW_TO_BUILD =
+  'build it with `bash scripts/ensure-temporal-server.sh` (or `bash scripts/setup.sh cluster`), or set TEMPORAL_SERVER_DIR to a directory holding temporal-server and temporal-sql-tool';
 
 export class TemporalServerBinaryError extends Error {
   constructor(message: string) {

@@ -80,7 +80,10 @@ export class TemporalServiceProcess {
       const ended = this.exit.description();
       if (ended) throw new TemporalServiceStartError(`Temporal ${this.name} exited during start-up (${ended}); the end of ${this.logFile}:\n${this.logTail()}`);
       if (await portAccepts(this.address.ip, this.address.grpcPort)) return;
-      if (Date.now() > deadline) throw new TemporalServiceStartError(`Temporal ${this.name} did not open ${this.address.ip}:${this.address.grpcPort} in ${timeoutMs / 1000} s; the end of ${this.logFile}:\n${this.logTail()}`);
+      if (Date.now() > deadline)
+        throw new TemporalServiceStartError(
+          `Temporal ${this.name} did not open ${this.address.ip}:${this.address.grpcPort} in ${timeoutMs / 1000} s; the end of ${this.logFile}:\n${this.logTail()}`,
+        );
       await new Promise((r) => setTimeout(r, 200));
     }
   }

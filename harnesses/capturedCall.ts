@@ -13,7 +13,21 @@ import type { TurnTokenStatus } from '../policies/tokens/turnIntegrity.js';
 import type { ChatMessage, ToolSchema } from '../shared/tools.js';
 
 /** Fields of the harness's request the group's sampling replaces (recorded, never sent). */
-const HARNESS_SAMPLING_FIELDS = ['temperature', 'top_p', 'top_k', 'min_p', 'max_tokens', 'max_completion_tokens', 'seed', 'presence_penalty', 'frequency_penalty', 'logprobs', 'top_logprobs', 'n', 'stop'];
+const HARNESS_SAMPLING_FIELDS = [
+  'temperature',
+  'top_p',
+  'top_k',
+  'min_p',
+  'max_tokens',
+  'max_completion_tokens',
+  'seed',
+  'presence_penalty',
+  'frequency_penalty',
+  'logprobs',
+  'top_logprobs',
+  'n',
+  'stop',
+];
 
 export interface HarnessRequest {
   messages: ChatMessage[];

@@ -29,7 +29,12 @@ export function harnessHome(env: NodeJS.ProcessEnv = process.env): string {
 
 /** The installed harness, or an error that names it, the host and the fix. */
 export function installedHarness(name: string, host: string, env: NodeJS.ProcessEnv = process.env): InstalledHarness {
-  if (!(name in HARNESS_VERSIONS)) throw new ClassifiedError('infra', 'harness_not_installed', `unknown harness ${JSON.stringify(name)}; the harnesses are ${Object.keys(HARNESS_VERSIONS).join(', ')}`);
+  if (!(name in HARNESS_VERSIONS))
+    throw new ClassifiedError(
+      'infra',
+      'harness_not_installed',
+      `unknown harness ${JSON.stringify(name)}; the harnesses are ${Object.keys(HARNESS_VERSIONS).join(', ')}`,
+    );
   const harness = name as HarnessName;
   const venv = join(harnessHome(env), harness);
   const python = join(venv, 'bin', 'python');

@@ -33,7 +33,11 @@ export function harnessUid(env: NodeJS.ProcessEnv = process.env): number {
   if (raw === undefined || raw === '') return DEFAULT_HARNESS_UID;
   const uid = Number(raw);
   if (!/^\d+$/.test(raw) || uid === 0 || uid > 4_294_967_294) {
-    throw new ClassifiedError('infra', 'harness_not_installed', `ROLLOUT_HARNESS_UID = ${JSON.stringify(raw)} is not an unprivileged user id; unset it for ${DEFAULT_HARNESS_UID}, or set a uid of its own (not 0) that no other service uses`);
+    throw new ClassifiedError(
+      'infra',
+      'harness_not_installed',
+      `ROLLOUT_HARNESS_UID = ${JSON.stringify(raw)} is not an unprivileged user id; unset it for ${DEFAULT_HARNESS_UID}, or set a uid of its own (not 0) that no other service uses`,
+    );
   }
   return uid;
 }

@@ -51,5 +51,10 @@ export function harnessOutcome(e: HarnessExit): HarnessEnd | ClassifiedError | n
   if (known) return { failureClass: 'model', type: known.type, message: `${e.harness}: ${known.why} (${e.exitStatus})`, evidence };
   if (e.sawContextOverflow) return { failureClass: 'model', type: 'context_overflow', message: `${e.harness} stopped after the conversation outgrew the model's context`, evidence };
   if (e.exitCode === 0 && e.exitStatus !== null) return { failureClass: 'model', type: 'harness_crashed', message: `${e.harness} ended without submitting (${e.exitStatus})`, evidence };
-  return { failureClass: 'model', type: 'harness_crashed', message: `${e.harness} exited with ${e.exitSignal ?? `code ${e.exitCode}`} after ${e.turns} model call${e.turns === 1 ? '' : 's'}${e.error ? `: ${e.error.slice(0, 300)}` : ''}`, evidence };
+  return {
+    failureClass: 'model',
+    type: 'harness_crashed',
+    message: `${e.harness} exited with ${e.exitSignal ?? `code ${e.exitCode}`} after ${e.turns} model call${e.turns === 1 ? '' : 's'}${e.error ? `: ${e.error.slice(0, 300)}` : ''}`,
+    evidence,
+  };
 }

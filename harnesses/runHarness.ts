@@ -144,7 +144,20 @@ export async function runHarness(deps: HarnessDeps, input: HarnessRunInput): Pro
     }
     for (let tryNo = 1; ; tryNo++) {
       try {
-        const captured = await captureCall(request, { client: deps.client, task: deps.task, rolloutIndex: input.index, attempt, turn, sessionKey: trajectoryRef, policyVersion: input.policyVersion, previousTokens: state.previousTokens, signal: inFlight, metrics: deps.metrics, model: policyLabel(policy), log });
+        const captured = await captureCall(request, {
+          client: deps.client,
+          task: deps.task,
+          rolloutIndex: input.index,
+          attempt,
+          turn,
+          sessionKey: trajectoryRef,
+          policyVersion: input.policyVersion,
+          previousTokens: state.previousTokens,
+          signal: inFlight,
+          metrics: deps.metrics,
+          model: policyLabel(policy),
+          log,
+        });
         let tokens = captured.tokens;
         if (tokens.status === 'broken') {
           // The harness rewrote its history (a summary, a dropped reply): a new segment starts here, by design.
@@ -193,13 +206,30 @@ export async function runHarness(deps: HarnessDeps, input: HarnessRunInput): Pro
     const callIndex = state.turnCommands++;
     const key = toolName(attempt, turn, callIndex);
     try {
-      const { record, reply } = await runBridgedCommand(deps.provider, input.handle, command, { workdir: input.workdir, commandTimeoutSec: group.limits.commandTimeoutSec, maxOutputBytes: group.limits.maxOutputBytes, remainingMs: deadline - Date.now() }, { turn, callIndex, key, beforeFirstCall: state.turns === 0 }, inFlight);
+      const { record, reply } = await runBridgedCommand(
+        deps.provider,
+        input.handle,
+        command,
+        {
+          workdir: input.workdir,
+          commandTimeoutSec: group.limits.commandTimeoutSec,
+          maxOutputBytes: group.limits.maxOutputBytes,
+          remainingMs: deadline - Date.now(),
+        },
+        { turn, callIndex, key, beforeFirstCall: state.turns === 0 },
+        inFlight,
+      );
       await deps.store.put(trajectoryRef, key, record);
       state.commands++;
       remember(state, `turn ${turn}: $ ${command.command.replace(/\s+/g, ' ')} → ${record.timedOut ? 'timed out' : `exit ${record.exitCode}`}`);
       return { status: 200, body: reply };
     } catch (err) {
-      const failure = err instanceof ClassifiedError ? err : new ClassifiedError('infra', 'exec_transport', `${harness.name}'s command could not reach sandbox ${input.handle.id}: ${(err as Error).message}`, { cause: err });
+      const failure =
+        err instanceof ClassifiedError
+          ? err
+          : new ClassifiedError('infra', 'exec_transport', `${harness.name}'s command could not reach sandbox ${input.handle.id}: ${(err as Error).message}`, {
+              cause: err,
+            });
       stopHarness(failure);
       return openaiError(503, failure.message, 'server_error');
     }
@@ -234,7 +264,15 @@ export async function runHarness(deps: HarnessDeps, input: HarnessRunInput): Pro
       killGroup('SIGTERM');
       setTimeout(() => killGroup('SIGKILL'), KILL_GRACE_MS).unref();
     };
-    const budget = setTimeout(() => stopHarness({ failureClass: 'model', type: 'agent_timeout', message: `agent time budget used up while ${harness.name} ran (${Math.round(input.remainingMs / 1000)} s left when it started)` }), Math.max(0, input.remainingMs));
+    const budget = setTimeout(
+      () =>
+        stopHarness({
+          failureClass: 'model',
+          type: 'agent_timeout',
+          message: `agent time budget used up while ${harness.name} ran (${Math.round(input.remainingMs / 1000)} s left when it started)`,
+        }),
+      Math.max(0, input.remainingMs),
+    );
     const onAbort = (): void => stopHarness(new ClassifiedError('infra', 'worker_lost', 'the harness run was cancelled'));
     signal?.addEventListener('abort', onAbort);
     const beat = context ? setInterval(() => context.heartbeat({ harness: harness.name, turns: state.turns, commands: state.commands, recent: state.recent }), 2000) : undefined;
@@ -251,7 +289,17 @@ export async function runHarness(deps: HarnessDeps, input: HarnessRunInput): Pro
     const result = await readFile(run.resultPath, 'utf8').then((t) => JSON.parse(t) as { exitStatus?: string | null; error?: string }, () => undefined);
     const trajectory = await readFile(run.trajectoryPath, 'utf8').then((t) => JSON.parse(t) as unknown, () => undefined);
     if (trajectory !== undefined) await deps.store.put(trajectoryRef, `${attemptPrefix(attempt)}harness-trajectory.json`, trajectory);
-    const outcome = harnessOutcome({ harness: harness.name, exitCode: exit.code, exitSignal: exit.signal, exitStatus: result?.exitStatus ?? null, error: result?.error, stderrTail: child.outputTail(), turns: state.turns, stopped: state.stopped, sawContextOverflow: state.sawContextOverflow });
+    const outcome = harnessOutcome({
+      harness: harness.name,
+      exitCode: exit.code,
+      exitSignal: exit.signal,
+      exitStatus: result?.exitStatus ?? null,
+      error: result?.error,
+      stderrTail: child.outputTail(),
+      turns: state.turns,
+      stopped: state.stopped,
+      sawContextOverflow: state.sawContextOverflow,
+    });
     await deps.store.put(trajectoryRef, `${attemptPrefix(attempt)}harness.json`, {
       harness: harness.name,
       version: harness.version,
@@ -267,7 +315,16 @@ export async function runHarness(deps: HarnessDeps, input: HarnessRunInput): Pro
     });
     log.info({ turns: state.turns, commands: state.commands, exitCode: exit.code, exitStatus: result?.exitStatus }, 'harness run ended');
     if (outcome instanceof ClassifiedError) throw outcome;
-    return { turns: state.turns, commands: state.commands, tokens: state.tokens, segmentStarts: state.segmentStarts, end: outcome, exitStatus: result?.exitStatus ?? null, exitCode: exit.code, log: state.log };
+    return {
+      turns: state.turns,
+      commands: state.commands,
+      tokens: state.tokens,
+      segmentStarts: state.segmentStarts,
+      end: outcome,
+      exitStatus: result?.exitStatus ?? null,
+      exitCode: exit.code,
+      log: state.log,
+    };
   } finally {
     runOver.abort();
     await endpoint.close();

@@ -45,7 +45,23 @@ export function hostCertificates(env: NodeJS.ProcessEnv = process.env): { dir: s
 export function recipeHash(recipe: BaseRecipe, mirror: string, certificates = hostCertificates()): string {
   const { suite, packages, customize, env, cpython, aptSourcesFile } = recipe;
   const python = cpython ? { version: cpython.version, script: createHash('sha256').update(cpythonBuildScript()).digest('hex') } : undefined;
-  return createHash('sha256').update(JSON.stringify({ suite, packages: [...packages].sort(), customize, env, mirror, variant: 'minbase', certificates: certificates.hash, certificateEnv: hostCertificateEnv(recipe, certificates), sources: aptSources(recipe, mirror), ...(aptSourcesFile ? { aptSourcesFile } : {}), ...(python ? { python } : {}) })).digest('hex');
+  return createHash('sha256')
+    .update(
+      JSON.stringify({
+        suite,
+        packages: [...packages].sort(),
+        customize,
+        env,
+        mirror,
+        variant: 'minbase',
+        certificates: certificates.hash,
+        certificateEnv: hostCertificateEnv(recipe, certificates),
+        sources: aptSources(recipe, mirror),
+        ...(aptSourcesFile ? { aptSourcesFile } : {}),
+        ...(python ? { python } : {}),
+      }),
+    )
+    .digest('hex');
 }
 
 function certificateHook(certificates: ReturnType<typeof hostCertificates>): string[] {

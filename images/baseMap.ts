@@ -122,7 +122,15 @@ function builtIn(image: string, from: string): BaseRecipe | undefined {
     const suite: DebianSuite = noble ? 'trixie' : 'bookworm';
     // Ubuntu 24.04's compilers are GCC 13, trixie's 14 (ubuntuToolchain.ts); jammy's 11 has no bookworm counterpart to switch to.
     const toolchain = noble ? { customize: [ubuntuToolchainHook(14, 13)], says: '; apt installs GCC 13 as gcc/g++/cpp/gfortran, as Ubuntu 24.04 does' } : { customize: [], says: '' };
-    return { suite, packages: ['ca-certificates'], customize: toolchain.customize, env: [PATH_WITH_LOCAL], substitute: `Debian ${suite} minbase in place of Ubuntu ${ubuntu[1]} (no Ubuntu mirror here; package names mostly agree${toolchain.says})`, originalArchive: 'archive.ubuntu.com', aptSourcesFile: 'ubuntu.sources' };
+    return {
+      suite,
+      packages: ['ca-certificates'],
+      customize: toolchain.customize,
+      env: [PATH_WITH_LOCAL],
+      substitute: `Debian ${suite} minbase in place of Ubuntu ${ubuntu[1]} (no Ubuntu mirror here; package names mostly agree${toolchain.says})`,
+      originalArchive: 'archive.ubuntu.com',
+      aptSourcesFile: 'ubuntu.sources',
+    };
   }
   return undefined;
 }
@@ -134,12 +142,20 @@ function userRules(env: NodeJS.ProcessEnv): z.infer<typeof UserRuleSchema> {
   try {
     raw = JSON.parse(readFileSync(file, 'utf8'));
   } catch (err) {
-    throw new ClassifiedError('infra', 'capability_missing', `ROLLOUT_BASE_MAP=${file}: cannot read it as JSON (${err instanceof Error ? err.message : String(err)}). Fix: point it at a JSON array of {match, suite, packages}`);
+    throw new ClassifiedError(
+      'infra',
+      'capability_missing',
+      `ROLLOUT_BASE_MAP=${file}: cannot read it as JSON (${err instanceof Error ? err.message : String(err)}). Fix: point it at a JSON array of {match, suite, packages}`,
+    );
   }
   const parsed = UserRuleSchema.safeParse(raw);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
-    throw new ClassifiedError('infra', 'capability_missing', `ROLLOUT_BASE_MAP=${file}: [${issue?.path.join('.')}] ${issue?.message}. Fix: each rule is {"match": regex, "suite": "bookworm"|"trixie", "packages": [...], "env": ["K=V"], "note": "..."} or {"match": regex, "as": "python:3.13.13-slim-bookworm", "note": "..."}`);
+    throw new ClassifiedError(
+      'infra',
+      'capability_missing',
+      `ROLLOUT_BASE_MAP=${file}: [${issue?.path.join('.')}] ${issue?.message}. Fix: each rule is {"match": regex, "suite": "bookworm"|"trixie", "packages": [...], "env": ["K=V"], "note": "..."} or {"match": regex, "as": "python:3.13.13-slim-bookworm", "note": "..."}`,
+    );
   }
   return parsed.data;
 }
@@ -160,10 +176,21 @@ export function baseForImage(image: string, line: string, env: NodeJS.ProcessEnv
     if ('as' in rule) {
       const instead = name.replace(pattern, rule.as);
       const recipe = builtIn(instead, line);
-      if (!recipe) throw new ClassifiedError('infra', 'capability_missing', `ROLLOUT_BASE_MAP rule ${rule.match}: ${image} as ${instead}, which no built-in rule makes. Fix: name a python:3.X[.Y][-slim][-bookworm|-trixie], debian:12/13[-slim] or ubuntu:24.04 image in "as"`);
+      if (!recipe)
+        throw new ClassifiedError(
+          'infra',
+          'capability_missing',
+          `ROLLOUT_BASE_MAP rule ${rule.match}: ${image} as ${instead}, which no built-in rule makes. Fix: name a python:3.X[.Y][-slim][-bookworm|-trixie], debian:12/13[-slim] or ubuntu:24.04 image in "as"`,
+        );
       return { ...recipe, substitute: `as ${instead} (ROLLOUT_BASE_MAP rule ${rule.match}${rule.note ? `: ${rule.note}` : ''}): ${recipe.substitute}` };
     }
-    return { suite: rule.suite, packages: rule.packages, customize: [], env: rule.env.length > 0 ? rule.env : [PATH_WITH_LOCAL], substitute: rule.note ?? `Debian ${rule.suite} minbase (ROLLOUT_BASE_MAP rule ${rule.match})` };
+    return {
+      suite: rule.suite,
+      packages: rule.packages,
+      customize: [],
+      env: rule.env.length > 0 ? rule.env : [PATH_WITH_LOCAL],
+      substitute: rule.note ?? `Debian ${rule.suite} minbase (ROLLOUT_BASE_MAP rule ${rule.match})`,
+    };
   }
   const recipe = builtIn(name, line);
   if (recipe) return recipe;

@@ -32,7 +32,11 @@ function cap(env: NodeJS.ProcessEnv, name: CapName): number {
   const raw = env[name];
   if (raw === undefined || raw === '') return DEFAULTS[name];
   if (!/^\d+$/.test(raw.trim()) || Number(raw) <= 0) {
-    throw new ClassifiedError('infra', 'capability_missing', `${name} = ${JSON.stringify(raw)} is not a positive whole number; unset it for the default (${DEFAULTS[name]}) or set e.g. ${name}=${DEFAULTS[name]}`);
+    throw new ClassifiedError(
+      'infra',
+      'capability_missing',
+      `${name} = ${JSON.stringify(raw)} is not a positive whole number; unset it for the default (${DEFAULTS[name]}) or set e.g. ${name}=${DEFAULTS[name]}`,
+    );
   }
   return Number(raw);
 }
@@ -62,7 +66,10 @@ export function runCgroup(parent: string): string {
 
 /** What the build's log says of its caps. */
 export function describeLimits(limits: BuildLimits): string {
-  const time = limits.timeoutCappedFrom !== undefined ? `${limits.timeoutSec} s (the task's build_timeout_sec = ${limits.timeoutCappedFrom} is capped by ROLLOUT_BUILD_TIMEOUT_MAX_SEC)` : `${limits.timeoutSec} s`;
+  const time =
+    limits.timeoutCappedFrom !== undefined
+      ? `${limits.timeoutSec} s (the task's build_timeout_sec = ${limits.timeoutCappedFrom} is capped by ROLLOUT_BUILD_TIMEOUT_MAX_SEC)`
+      : `${limits.timeoutSec} s`;
   return `time ${time}, memory ${limits.memoryMb} MiB, processes ${limits.pids}`;
 }
 

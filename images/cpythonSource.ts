@@ -48,7 +48,11 @@ export function cpythonRelease(spec: string, where: string): CpythonRelease {
   const m = /^(3\.\d+)(?:\.(\d+))?$/.exec(spec);
   const pinned = m ? CPYTHON_RELEASES[m[1] as string] : undefined;
   if (!m || (!pinned && m[2] === undefined)) {
-    throw new ClassifiedError('task', 'invalid_spec', `${where}: Python ${spec} is not one this builder makes (minors ${Object.keys(CPYTHON_RELEASES).join(', ')}, or a patch release 3.X.Y). Fix: name one of those, or add a rule to ROLLOUT_BASE_MAP`);
+    throw new ClassifiedError(
+      'task',
+      'invalid_spec',
+      `${where}: Python ${spec} is not one this builder makes (minors ${Object.keys(CPYTHON_RELEASES).join(', ')}, or a patch release 3.X.Y). Fix: name one of those, or add a rule to ROLLOUT_BASE_MAP`,
+    );
   }
   const minor = m[1] as string;
   if (m[2] === undefined || (pinned && pinned.version === spec)) return { version: (pinned as { version: string }).version, minor, sha256: (pinned as { sha256: string }).sha256 };
@@ -60,7 +64,25 @@ export function cpythonProxy(env: NodeJS.ProcessEnv = process.env): string {
 }
 
 /** Debian's names of what CPython's configure looks for (the official image's list; present in bookworm and trixie). */
-const BUILD_PACKAGES = ['dpkg-dev', 'gcc', 'libbz2-dev', 'libc6-dev', 'libdb-dev', 'libffi-dev', 'libgdbm-dev', 'liblzma-dev', 'libncurses-dev', 'libreadline-dev', 'libsqlite3-dev', 'libssl-dev', 'make', 'tk-dev', 'uuid-dev', 'xz-utils', 'zlib1g-dev'];
+const BUILD_PACKAGES = [
+  'dpkg-dev',
+  'gcc',
+  'libbz2-dev',
+  'libc6-dev',
+  'libdb-dev',
+  'libffi-dev',
+  'libgdbm-dev',
+  'liblzma-dev',
+  'libncurses-dev',
+  'libreadline-dev',
+  'libsqlite3-dev',
+  'libssl-dev',
+  'make',
+  'tk-dev',
+  'uuid-dev',
+  'xz-utils',
+  'zlib1g-dev',
+];
 
 /**
  * The build, run as root inside the root it installs into with the source at /usr/src/python: $1 is the
@@ -128,7 +150,11 @@ export async function ensureCpythonSource(tools: ImageTools, release: CpythonRel
       if (!response.ok) throw new Error(`HTTP ${response.status} ${(await response.text()).slice(0, 200).trim()}`);
       body = Buffer.from(await response.arrayBuffer());
     } catch (err) {
-      throw new ClassifiedError('infra', 'capability_missing', `CPython ${release.version} source: ${url} could not be fetched (${err instanceof Error ? err.message : String(err)}). Fix: make the Go module proxy reachable, or set ROLLOUT_GO_PROXY to a mirror of it`);
+      throw new ClassifiedError(
+        'infra',
+        'capability_missing',
+        `CPython ${release.version} source: ${url} could not be fetched (${err instanceof Error ? err.message : String(err)}). Fix: make the Go module proxy reachable, or set ROLLOUT_GO_PROXY to a mirror of it`,
+      );
     }
     const sha256 = createHash('sha256').update(body).digest('hex');
     checked(release, sha256, dir, url);
@@ -164,7 +190,11 @@ function withScript(source: CpythonSource): CpythonSource {
 
 function checked(release: CpythonRelease, sha256: string, dir: string, url: string): CpythonSource {
   if (release.sha256 && release.sha256 !== sha256) {
-    throw new ClassifiedError('infra', 'provision_failed', `CPython ${release.version} source from ${url} has sha256 ${sha256}, not the pinned ${release.sha256}: refused. Fix: check ROLLOUT_GO_PROXY serves the real module (remove ${dir} to fetch it again)`);
+    throw new ClassifiedError(
+      'infra',
+      'provision_failed',
+      `CPython ${release.version} source from ${url} has sha256 ${sha256}, not the pinned ${release.sha256}: refused. Fix: check ROLLOUT_GO_PROXY serves the real module (remove ${dir} to fetch it again)`,
+    );
   }
   return { release: { ...release, sha256 }, dir, url };
 }
@@ -173,7 +203,12 @@ function checked(release: CpythonRelease, sha256: string, dir: string, url: stri
  * The source and its build script as a FROM-scratch image a task's Dockerfile can `COPY --from`
  * (for a Python the tests ask uv for): tagged by version and the script's hash, made once.
  */
-export async function ensureCpythonSourceImage(tools: ImageTools, release: CpythonRelease, env: NodeJS.ProcessEnv = process.env, log: (line: string) => void = () => undefined): Promise<CpythonSource & { tag: string }> {
+export async function ensureCpythonSourceImage(
+  tools: ImageTools,
+  release: CpythonRelease,
+  env: NodeJS.ProcessEnv = process.env,
+  log: (line: string) => void = () => undefined,
+): Promise<CpythonSource & { tag: string }> {
   const source = await ensureCpythonSource(tools, release, env, log);
   const tag = `localhost/rollout-source/cpython:${release.version}-${createHash('sha256').update(cpythonBuildScript()).digest('hex').slice(0, 12)}`;
   if (await imageExists(tools, tag)) return { ...source, tag };
@@ -182,9 +217,15 @@ export async function ensureCpythonSourceImage(tools: ImageTools, release: Cpyth
     log(`making ${tag} (CPython ${release.version} source and its build script)`);
     const containerfile = join(tools.cacheDir, 'cpython', `${release.version}.Containerfile`);
     writeFileSync(containerfile, 'FROM scratch\nCOPY . /\n');
-    await withBuildStorage(tools, (file, args) => runTool(tools, file, args), async () => {
-      await runToolOk(tools, 'podman', ['build', '--pull=never', '--network', 'none', '-f', containerfile, '-t', tag, source.dir], { timeoutMs: 10 * 60_000 });
-    });
+    await withBuildStorage(
+      tools,
+      (file, args) => runTool(tools, file, args),
+      async () => {
+        await runToolOk(tools, 'podman', ['build', '--pull=never', '--network', 'none', '-f', containerfile, '-t', tag, source.dir], {
+          timeoutMs: 10 * 60_000,
+        });
+      },
+    );
     return { ...source, tag };
   });
 }

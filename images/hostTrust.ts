@@ -54,11 +54,21 @@ export interface HostTrust {
 export function hostTrustBundle(env: NodeJS.ProcessEnv = process.env): { source: string; content: Buffer; sha256: string } | undefined {
   const source = env.ROLLOUT_IMAGE_CA_BUNDLE ?? '/etc/ssl/certs/ca-certificates.crt';
   if (!existsSync(source)) {
-    if (env.ROLLOUT_IMAGE_CA_BUNDLE) throw new ClassifiedError('infra', 'capability_missing', `ROLLOUT_IMAGE_CA_BUNDLE=${source}: no such file. Fix: point it at a PEM bundle of the CAs the host trusts, or unset it to use /etc/ssl/certs/ca-certificates.crt`);
+    if (env.ROLLOUT_IMAGE_CA_BUNDLE)
+      throw new ClassifiedError(
+        'infra',
+        'capability_missing',
+        `ROLLOUT_IMAGE_CA_BUNDLE=${source}: no such file. Fix: point it at a PEM bundle of the CAs the host trusts, or unset it to use /etc/ssl/certs/ca-certificates.crt`,
+      );
     return undefined;
   }
   const content = readFileSync(source);
-  if (!content.includes('-----BEGIN CERTIFICATE-----')) throw new ClassifiedError('infra', 'capability_missing', `${source}: holds no PEM certificate, so no tool in an image could trust the host's CAs with it. Fix: set ROLLOUT_IMAGE_CA_BUNDLE to a PEM bundle`);
+  if (!content.includes('-----BEGIN CERTIFICATE-----'))
+    throw new ClassifiedError(
+      'infra',
+      'capability_missing',
+      `${source}: holds no PEM certificate, so no tool in an image could trust the host's CAs with it. Fix: set ROLLOUT_IMAGE_CA_BUNDLE to a PEM bundle`,
+    );
   return { source, content, sha256: createHash('sha256').update(content).digest('hex') };
 }
 

@@ -73,12 +73,18 @@ export function checkRunMounts(instructions: string[], lineOf: (index: number) =
       if (mount.spec.includes('$')) refuse('a mount option names a build argument, expanded after this builder could check it', 'write the mount options literally');
       if (mount.type !== 'bind' && mount.type !== 'cache') continue;
       if (mount.options.has('from')) {
-        refuse(`a ${mount.type} mount from another image or stage is refused here: podman 4.3 (buildah 1.28) follows a symbolic link in it on the host (CVE-2024-1753)`, 'COPY --from= the files into the stage instead');
+        refuse(
+          `a ${mount.type} mount from another image or stage is refused here: podman 4.3 (buildah 1.28) follows a symbolic link in it on the host (CVE-2024-1753)`,
+          'COPY --from= the files into the stage instead',
+        );
       }
       if (mount.type === 'cache') {
         const id = mount.options.get('id');
         if (typeof id === 'string' && (id.startsWith('/') || id.split('/').includes('..'))) {
-          refuse(`a cache id that leaves the build cache's directory: podman 4.3 (buildah 1.28) would mount the host's ${id.startsWith('/') ? 'directory of that name' : 'directories above it'} into the build (CVE-2024-9675)`, 'name the cache with a plain id such as id=pip-cache');
+          refuse(
+            `a cache id that leaves the build cache's directory: podman 4.3 (buildah 1.28) would mount the host's ${id.startsWith('/') ? 'directory of that name' : 'directories above it'} into the build (CVE-2024-9675)`,
+            'name the cache with a plain id such as id=pip-cache',
+          );
         }
         continue;
       }
@@ -89,7 +95,10 @@ export function checkRunMounts(instructions: string[], lineOf: (index: number) =
       const source = mount.options.get('source') ?? mount.options.get('src');
       const link = typeof source === 'string' ? linkOnPath(contextDir, source) : undefined;
       if (link) {
-        refuse(`the bind mount's source goes through the symbolic link ${link}, which podman 4.3 (buildah 1.28) follows on the host (CVE-2024-1753)`, 'bind-mount the real directory, or COPY the files');
+        refuse(
+          `the bind mount's source goes through the symbolic link ${link}, which podman 4.3 (buildah 1.28) follows on the host (CVE-2024-1753)`,
+          'bind-mount the real directory, or COPY the files',
+        );
       }
     }
   });

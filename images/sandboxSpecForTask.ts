@@ -2,7 +2,8 @@
 import { ClassifiedError } from '../shared/failures.js';
 import type { SandboxOwner, SandboxSpec } from '../shared/sandbox.js';
 import type { LoadedTask } from '../shared/task.js';
-import { VERIFIER_TOOLS_PATH, type TaskImage } from './taskImage.js';
+import type { TaskImage } from './taskImage.js';
+import { VERIFIER_TOOLS_PATH } from './verifierAdditions.js';
 
 /** Harbor's default when a task declares no memory ([environment] memory_mb). */
 export const DEFAULT_TASK_MEMORY_MB = 2048;
@@ -21,7 +22,11 @@ export const SANDBOX_PIDS_LIMIT = 1024;
  */
 export function sandboxSpecForTask(task: LoadedTask, owner: SandboxOwner, labels: Record<string, string> = {}, runsContainers = false, image?: TaskImage): SandboxSpec {
   if (runsContainers && !task.dockerImage) {
-    throw new ClassifiedError('task', 'invalid_spec', `${task.dir}/task.toml: the Kubernetes sandbox provider runs the task's image: set [environment].docker_image (an image holding the starting files at ${task.workdir})`);
+    throw new ClassifiedError(
+      'task',
+      'invalid_spec',
+      `${task.dir}/task.toml: the Kubernetes sandbox provider runs the task's image: set [environment].docker_image (an image holding the starting files at ${task.workdir})`,
+    );
   }
   if (!runsContainers && task.needsContainer && !image) {
     throw new ClassifiedError(

@@ -7,7 +7,8 @@
  */
 import type { LoadedTask } from '../shared/task.js';
 import type { VerifyOptions } from '../verifier/runVerifier.js';
-import { ensureTaskImage, imageIdentity, VERIFIER_TOOLS_PATH, type TaskImage } from './taskImage.js';
+import { ensureTaskImage, imageIdentity, type TaskImage } from './taskImage.js';
+import { VERIFIER_TOOLS_PATH } from './verifierAdditions.js';
 
 export interface TaskEnvironment {
   image: TaskImage | undefined;

@@ -34,15 +34,11 @@ import { ensureHostTrustImage, HOST_TRUST_BUNDLE_PATH, hostTrustSteps, type Host
 import { ensureToolImage, type ToolImage } from './toolImages.js';
 import { missingAptVersions, pinnedBeyondMirror } from './aptPins.js';
 import { readVerifierNeeds } from './verifierNeeds.js';
+import { verifierEnvironment, verifierPythonPrefix, verifierStep, type VerifierPython } from './verifierAdditions.js';
 import { ensureWheelhouse } from './wheelhouse.js';
 
 /** Bump when the way images are made changes, so old cache entries are not taken for new ones. */
 const BUILDER_VERSION = 3;
-/** Where the verifier's uv and wheels appear inside the sandbox (read-only). */
-export const VERIFIER_TOOLS_PATH = '/opt/rollout-verifier';
-/** The verifier's default package index: a path with no project under it (pip and uv then use the wheels only). */
-const VERIFIER_NO_INDEX = `file://${VERIFIER_TOOLS_PATH}/wheels/no-index`;
-
 export interface SubstitutedBase {
   /** The FROM line as the task wrote it. */
   from: string;
@@ -93,14 +89,6 @@ export interface TaskImage {
   builtAt: string;
 }
 
-/** A Python built into the image for the verifier: tests/test.sh's `uvx -p 3.X` finds it on the PATH. */
-interface VerifierPython {
-  minor: string;
-  version: string;
-  sourceImage: string;
-  prefix: string;
-}
-
 export interface EnsuredImage {
   image: TaskImage;
   cacheHit: boolean;
@@ -115,35 +103,6 @@ function envRecord(list: string[] | null | undefined): Record<string, string> {
     if (eq > 0) out[entry.slice(0, eq)] = entry.slice(eq + 1);
   }
   return out;
-}
-
-/** Where a Python that tests/test.sh asks uv for, and the image lacks, is built (on the verifier's PATH only). */
-export function verifierPythonPrefix(minor: string): string {
-  return `/opt/rollout-python/${minor}`;
-}
-
-/**
- * As test.sh would run it: apt-get install with Debian's defaults (Recommends too: gcc then brings
- * libc6-dev); and each Python uv would download (a managed CPython from github.com), built from source.
- */
-function verifierStep(aptPackages: string[], needPython: string | undefined, pythons: VerifierPython[], user: string | undefined): string {
-  if (aptPackages.length === 0 && !needPython && pythons.length === 0) return '';
-  const lines = ['', '# Added by rollout-pipeline: what tests/test.sh installs at verify time, so it runs offline.', 'USER root'];
-  if (aptPackages.length > 0 || needPython) {
-    const checks = aptPackages.map((p) => `dpkg-query -W -f='\${Status}' ${p} 2>/dev/null | grep -q 'ok installed' || missing="$missing ${p}"`);
-    if (needPython) checks.push(`command -v python${needPython} >/dev/null || missing="$missing python3"`);
-    const script = [
-      'set -e; missing=""',
-      ...checks,
-      'if [ -n "$missing" ]; then had_lists=$(find /var/lib/apt/lists -maxdepth 1 -type f ! -name lock | wc -l); apt-get update; DEBIAN_FRONTEND=noninteractive apt-get install -y $missing; if [ "$had_lists" = 0 ]; then rm -rf /var/lib/apt/lists/*; fi; fi',
-    ].join('; ');
-    lines.push(`RUN ${script}`);
-  }
-  for (const python of pythons) {
-    lines.push(`# uvx -p ${python.minor}: CPython ${python.version} from source (${python.sourceImage}), as uv would have downloaded it`);
-    lines.push(`COPY --from=${python.sourceImage} / /usr/src/python`, `RUN sh /usr/src/python/build-cpython.sh ${python.prefix}`);
-  }
-  return [...lines, ...(user ? [`USER ${user}`] : []), ''].join('\n');
 }
 
 export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: string) => void; env?: NodeJS.ProcessEnv } = {}): Promise<EnsuredImage> {
@@ -181,7 +140,14 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
   const bases: SubstitutedBase[] = [];
   for (const { from, recipe } of recipes) {
     const base = await ensureBaseImage(tools, recipe, mirror, log);
-    bases.push({ from: from.where, substitute: recipe.substitute, baseImage: base.tag, baseImageId: base.id, hostCertificates: base.hostCertificates, ...(recipe.originalArchive ? { originalArchive: recipe.originalArchive } : {}) });
+    bases.push({
+      from: from.where,
+      substitute: recipe.substitute,
+      baseImage: base.tag,
+      baseImageId: base.id,
+      hostCertificates: base.hostCertificates,
+      ...(recipe.originalArchive ? { originalArchive: recipe.originalArchive } : {}),
+    });
   }
   const toolImages: ToolImage[] = [];
   for (const copy of parsed.copyFroms) toolImages.push(await ensureToolImage(tools, copy.image, `${task.dir}/${copy.where}`, log));
@@ -197,7 +163,17 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
   const rewritten = `${rewriteFroms(parsed, bases.map((b) => b.baseImage), toolTags, bases.map(() => trustSteps))}\n${verifierStep(needs.aptPackages, needPython, pythons, parsed.finalUser)}`;
   const contextHash = hashTree(task.environmentDir);
   const key = createHash('sha256')
-    .update(JSON.stringify({ BUILDER_VERSION, rewritten, contextHash, bases: bases.map((b) => b.baseImageId), requirements: needs.requirements, uv: needs.usesUv ? tools.uvVersion : null, ...(toolImages.length > 0 ? { tools: toolImages.map((t) => t.imageId) } : {}) }))
+    .update(
+      JSON.stringify({
+        BUILDER_VERSION,
+        rewritten,
+        contextHash,
+        bases: bases.map((b) => b.baseImageId),
+        requirements: needs.requirements,
+        uv: needs.usesUv ? tools.uvVersion : null,
+        ...(toolImages.length > 0 ? { tools: toolImages.map((t) => t.imageId) } : {}),
+      }),
+    )
     .digest('hex');
   const dir = join(tools.cacheDir, 'tasks', key);
   const recordFile = join(dir, 'image.json');
@@ -236,7 +212,10 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
           // The RUN steps' containers go under a cgroup of this build's own, so they never outlive it (buildProcesses.ts), within the caps.
           const cgroupParent = buildCgroupParent();
           const notEnforced = limitBuildCgroup(cgroupParent, limits);
-          appendFileSync(buildLog, `# network: a namespace of the build's own (slirp4netns, a public sandbox's routes, DNS ${BUILD_DNS}); caps: ${describeLimits(limits)}${notEnforced.map((n) => `; ${n}`).join('')}\n`);
+          appendFileSync(
+            buildLog,
+            `# network: a namespace of the build's own (slirp4netns, a public sandbox's routes, DNS ${BUILD_DNS}); caps: ${describeLimits(limits)}${notEnforced.map((n) => `; ${n}`).join('')}\n`,
+          );
           let readings: CapReadings | undefined;
           const build = await runTool(
             tools,
@@ -273,19 +252,7 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
       renameSync(staging, rootfs);
       const wheels = await ensureWheelhouse(tools, needs.requirements, [...new Set([...needs.uvxPythons, ...(imagePython ? [imagePython] : [])])].sort(), { image: tag, limits }, log, env);
       const imageEnv = envRecord(meta.Config?.Env);
-      const verifierEnv: Record<string, string> = {
-        PATH: `${[`${VERIFIER_TOOLS_PATH}/bin`, ...pythons.map((p) => `${p.prefix}/bin`)].join(':')}:${imageEnv.PATH ?? '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin'}`,
-        // The pinned wheels, and as the default index one that has no project: nothing else from PyPI, yet
-        // an index the tests name themselves (a service's, `--index-url http://localhost:8080/simple`) is
-        // asked, as it would be under Harbor (PIP_NO_INDEX and UV_OFFLINE refused every index).
-        PIP_FIND_LINKS: `${VERIFIER_TOOLS_PATH}/wheels`,
-        PIP_INDEX_URL: VERIFIER_NO_INDEX,
-        PIP_DISABLE_PIP_VERSION_CHECK: '1',
-        UV_FIND_LINKS: `${VERIFIER_TOOLS_PATH}/wheels`,
-        // UV_INDEX_URL, not UV_DEFAULT_INDEX: uv 0.9 lets that one beat a command line's --index-url.
-        UV_INDEX_URL: VERIFIER_NO_INDEX,
-        UV_PYTHON_DOWNLOADS: 'never',
-      };
+      const verifierEnv = verifierEnvironment(imageEnv, pythons);
       const image: TaskImage = {
         key,
         tag,
@@ -332,6 +299,8 @@ export function imageIdentity(image: TaskImage): string {
   ].filter(Boolean);
   const notes = v.notes.length > 0 ? `; builder notes: ${v.notes.join('; ')}` : '';
   const toolImages = (image.toolImages ?? []).map((t) => `; COPY --from=${t.original} -> ${t.substitute} [${t.imageId.slice(0, 19)}]`).join('');
-  const trust = image.hostTrust ? `; host trust: ${image.hostTrust.source} (${image.hostTrust.certificates} certificates, sha256 ${image.hostTrust.sha256.slice(0, 16)}) at ${HOST_TRUST_BUNDLE_PATH}` : '';
+  const trust = image.hostTrust
+    ? `; host trust: ${image.hostTrust.source} (${image.hostTrust.certificates} certificates, sha256 ${image.hostTrust.sha256.slice(0, 16)}) at ${HOST_TRUST_BUNDLE_PATH}`
+    : '';
   return `image:${image.imageId} built here; FROM ${bases}${toolImages}${trust}; verifier additions: ${added.join('; ') || 'none'}${notes}`;
 }

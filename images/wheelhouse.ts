@@ -62,7 +62,12 @@ async function buildWheelInContainer(tools: ImageTools, builder: WheelBuilder, r
         const notEnforced = limitBuildCgroup(cgroupParent, builder.limits);
         let readings: CapReadings | undefined;
         const args = ['run', '--rm', '--pull=never', '--runtime', 'runc', '--network', `ns:/proc/${network.pid}/ns/net`, '--dns', BUILD_DNS, '--cgroup-parent', runCgroup(cgroupParent), '--cap-drop', 'all', '--security-opt', 'no-new-privileges', '--user', '0:0', '--workdir', '/tmp', '-v', `${out}:/wheelhouse:rw`, '--entrypoint', 'python3', builder.image, '-m', 'pip', 'wheel', '--disable-pip-version-check', '--no-deps', '--wheel-dir', '/wheelhouse', ...index, req];
-        const run = await runTool(tools, 'podman', args, { logFile, timeoutMs: builder.limits.timeoutSec * 1000, cgroupParent, beforeCgroupCleanup: () => (readings = readCaps(cgroupParent, builder.limits)) });
+        const run = await runTool(tools, 'podman', args, {
+          logFile,
+          timeoutMs: builder.limits.timeoutSec * 1000,
+          cgroupParent,
+          beforeCgroupCleanup: () => (readings = readCaps(cgroupParent, builder.limits)),
+        });
         const capped = readings && run.code !== 0 ? capsHit(readings, builder.limits, run) : [];
         return { ...run, why: [...notEnforced, ...capped, ...(run.timedOut ? [`ran past ${builder.limits.timeoutSec} s`] : [])] };
       }),
@@ -89,10 +94,20 @@ export async function pipPython(tools: ImageTools): Promise<string> {
   throw new ClassifiedError('infra', 'capability_missing', 'no python3 with pip on this host to download verifier wheels. Fix: apt-get install python3-pip (scripts/ensure-image-tools.sh does)');
 }
 
-export async function ensureWheelhouse(tools: ImageTools, requirements: string[], pythons: string[], builder: WheelBuilder, log: (line: string) => void = () => undefined, env: NodeJS.ProcessEnv = process.env): Promise<{ dir: string; wheels: string[] }> {
+export async function ensureWheelhouse(
+  tools: ImageTools,
+  requirements: string[],
+  pythons: string[],
+  builder: WheelBuilder,
+  log: (line: string) => void = () => undefined,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<{ dir: string; wheels: string[] }> {
   const key = createHash('sha256').update(JSON.stringify({ requirements, pythons, MACHINE })).digest('hex').slice(0, 24);
   const dir = join(tools.cacheDir, 'wheels', key);
-  const list = (): string[] => readdirSync(dir).filter((f) => f.endsWith('.whl')).sort();
+  const list = (): string[] =>
+    readdirSync(dir)
+      .filter((f) => f.endsWith('.whl'))
+      .sort();
   if (existsSync(join(dir, '.complete'))) return { dir, wheels: list() };
   if (requirements.length === 0) {
     mkdirSync(dir, { recursive: true });
@@ -121,7 +136,11 @@ export async function ensureWheelhouse(tools: ImageTools, requirements: string[]
         const built = await buildWheelInContainer(tools, builder, req, staging, logFile, index);
         if (built.code !== 0) {
           const why = built.why.length > 0 ? ` (${built.why.join('; ')})` : '';
-          throw new ClassifiedError('infra', 'provision_failed', `cannot provide ${req} for the verifier (Python ${py}): no wheel on the index, and building one in a container of ${builder.image} failed${why}; log ${logFile}: ${built.tail.slice(-1500)}`);
+          throw new ClassifiedError(
+            'infra',
+            'provision_failed',
+            `cannot provide ${req} for the verifier (Python ${py}): no wheel on the index, and building one in a container of ${builder.image} failed${why}; log ${logFile}: ${built.tail.slice(-1500)}`,
+          );
         }
       }
     }

@@ -50,7 +50,12 @@ function retryAfterMs(header: string | null): number | undefined {
 
 interface ChatCompletion {
   model?: string;
-  choices?: { message?: { content?: string | null; tool_calls?: ToolCall[]; reasoning_content?: string | null; reasoning?: string | null }; finish_reason?: string | null; logprobs?: unknown; token_ids?: unknown }[];
+  choices?: {
+    message?: { content?: string | null; tool_calls?: ToolCall[]; reasoning_content?: string | null; reasoning?: string | null };
+    finish_reason?: string | null;
+    logprobs?: unknown;
+    token_ids?: unknown;
+  }[];
   usage?: Record<string, number>;
   prompt_token_ids?: unknown;
 }
@@ -107,13 +112,19 @@ export class OpenAIPolicy implements PolicyClient {
     } catch (err) {
       if ((err as Error).name === 'TimeoutError') throw await timedOutCall(url, this.config.baseUrl, budget, auth);
     }
-    if (response.status === 429) throw unavailable(`policy endpoint ${url} is rate limiting (429)`, { ...(retryAfterMs(response.headers.get('retry-after')) !== undefined ? { retryAfterMs: retryAfterMs(response.headers.get('retry-after')) } : {}) });
+    if (response.status === 429)
+      throw unavailable(`policy endpoint ${url} is rate limiting (429)`, {
+        ...(retryAfterMs(response.headers.get('retry-after')) !== undefined ? { retryAfterMs: retryAfterMs(response.headers.get('retry-after')) } : {}),
+      });
     if (response.status >= 500) throw unavailable(`policy endpoint ${url} answered ${response.status}: ${text.slice(0, 300)}`);
     if (response.status >= 400) {
       if (/context[_ ]length|maximum context|too many tokens|context window|context size/i.test(text)) {
         throw ApplicationFailure.create({ type: OVERFLOW, message: `the conversation no longer fits the model's context: ${text.slice(0, 300)}`, nonRetryable: true });
       }
-      throw unavailable(`policy endpoint ${url} rejected the request (${response.status}); check model, API key (${this.config.apiKeyEnv}) and sampling: ${text.slice(0, 300)}`, { nonRetryable: true });
+      throw unavailable(
+        `policy endpoint ${url} rejected the request (${response.status}); check model, API key (${this.config.apiKeyEnv}) and sampling: ${text.slice(0, 300)}`,
+        { nonRetryable: true },
+      );
     }
     let parsed: ChatCompletion;
     try {

@@ -28,7 +28,14 @@ export type ReplayResult =
   | { status: 'same'; calls: ReplayedCall[]; stateChecked: boolean }
   | { status: 'diverged'; calls: ReplayedCall[]; turn: number; callIndex: number; what: string };
 
-export async function replayTurns(provider: SandboxProvider, handle: SandboxHandle, turns: readonly RecordedTurn[], limits: ReplayLimits, keyPrefix: string, signal?: AbortSignal): Promise<ReplayResult> {
+export async function replayTurns(
+  provider: SandboxProvider,
+  handle: SandboxHandle,
+  turns: readonly RecordedTurn[],
+  limits: ReplayLimits,
+  keyPrefix: string,
+  signal?: AbortSignal,
+): Promise<ReplayResult> {
   const calls: ReplayedCall[] = [];
   let stateChecked = provider.stateDigest !== undefined;
   for (const [turn, recorded] of turns.entries()) {
@@ -39,7 +46,13 @@ export async function replayTurns(provider: SandboxProvider, handle: SandboxHand
       if (!original) throw new Error(`turn ${turn} call ${callIndex} has no record to replay`);
       // A call the agent's budget cut short is cut at the same point again.
       const remainingMs = original.timedOut ? Math.max(1000, original.durationMs) : limits.commandTimeoutSec * 1000;
-      const again = await executeToolCall(provider, handle, call, { ...limits, remainingMs }, { key: `${keyPrefix}/turn-${turn}/call-${callIndex}`, ...(signal ? { signal } : {}) });
+      const again = await executeToolCall(
+        provider,
+        handle,
+        call,
+        { ...limits, remainingMs },
+        { key: `${keyPrefix}/turn-${turn}/call-${callIndex}`, ...(signal ? { signal } : {}) },
+      );
       const done: ReplayedCall = { turn, callIndex, exitCode: again.exitCode, durationMs: again.durationMs, drift: again.observation !== original.observation };
       calls.push(done);
       if (again.exitCode !== original.exitCode || again.timedOut !== original.timedOut) {
@@ -50,10 +63,25 @@ export async function replayTurns(provider: SandboxProvider, handle: SandboxHand
         stateChecked = false;
         continue;
       }
-      if (original.state.tooLarge) return { status: 'diverged', calls, turn, callIndex, what: `the sandbox's files were too large to digest after the call the first time (${original.state.tooLarge}): the replay cannot be checked` };
+      if (original.state.tooLarge)
+        return {
+          status: 'diverged',
+          calls,
+          turn,
+          callIndex,
+          what: `the sandbox's files were too large to digest after the call the first time (${original.state.tooLarge}): the replay cannot be checked`,
+        };
       const state = await provider.stateDigest(handle);
-      if (state.tooLarge) return { status: 'diverged', calls, turn, callIndex, what: `the sandbox's files are too large to digest after the call in the replay (${state.tooLarge})` };
-      if (state.digest !== original.state.digest) return { status: 'diverged', calls, turn, callIndex, what: `the sandbox's files differ after the call: ${differingAreas(original.state, state)}` };
+      if (state.tooLarge)
+        return {
+          status: 'diverged',
+          calls,
+          turn,
+          callIndex,
+          what: `the sandbox's files are too large to digest after the call in the replay (${state.tooLarge})`,
+        };
+      if (state.digest !== original.state.digest)
+        return { status: 'diverged', calls, turn, callIndex, what: `the sandbox's files differ after the call: ${differingAreas(original.state, state)}` };
       // Caches, logs and bytecode made at another time: drift, as a time in the output is.
       if (state.volatile?.digest !== original.state.volatile?.digest) done.drift = true;
     }

@@ -108,7 +108,11 @@ export async function restoreTurns(provider: SandboxProvider, store: TrajectoryS
 async function branchPrefix(store: TrajectoryStore, branchOf: NonNullable<RestoreTurnsInput['branchOf']>, attempt: number): Promise<RecordedAttempt> {
   const parent = await readRecordedTurns(store, branchOf.trajectoryRef, attempt);
   if (parent.finished.length < branchOf.turns) {
-    throw new ClassifiedError('task', 'invalid_spec', `branch of ${branchOf.rolloutWorkflowId} at turn ${branchOf.turns}: its attempt ${attempt + 1} has ${parent.finished.length} finished turn(s) in the trajectory store (${store.locate(branchOf.trajectoryRef)}). Fix: branch at a turn from 1 to ${parent.finished.length}, or point the workers at the store the parent ran with`);
+    throw new ClassifiedError(
+      'task',
+      'invalid_spec',
+      `branch of ${branchOf.rolloutWorkflowId} at turn ${branchOf.turns}: its attempt ${attempt + 1} has ${parent.finished.length} finished turn(s) in the trajectory store (${store.locate(branchOf.trajectoryRef)}). Fix: branch at a turn from 1 to ${parent.finished.length}, or point the workers at the store the parent ran with`,
+    );
   }
   return { finished: parent.finished.slice(0, branchOf.turns), interrupted: null };
 }

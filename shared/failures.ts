@@ -70,7 +70,14 @@ export const NEVER_RETRIED: readonly string[] = [...FAILURE_TYPES.model.map((t) 
  * running the same activity again (its sandbox is gone, the host lacks the capability, the verifier
  * failed on that sandbox's state). Every other infra type is retried in place first.
  */
-export const RETRIED_AS_NEW_ATTEMPT = ['sandbox_lost', 'capability_missing', 'provision_failed', 'provision_timeout', 'verifier_crashed', 'verifier_timeout'] as const satisfies readonly FailureType<'infra'>[];
+export const RETRIED_AS_NEW_ATTEMPT = [
+  'sandbox_lost',
+  'capability_missing',
+  'provision_failed',
+  'provision_timeout',
+  'verifier_crashed',
+  'verifier_timeout',
+] as const satisfies readonly FailureType<'infra'>[];
 
 /** The `<class>/<type>` names a retry of the same activity must not run for: NEVER_RETRIED and RETRIED_AS_NEW_ATTEMPT. */
 export const NOT_RETRIED_IN_PLACE: readonly string[] = [...NEVER_RETRIED, ...RETRIED_AS_NEW_ATTEMPT.map((type) => failureName({ failureClass: 'infra', type }))];

@@ -55,7 +55,14 @@ export const FailurePolicySchema = z
     maxMaskedFraction: z.number().min(0).max(1).default(0.5),
   })
   .strict();
-export const DEFAULT_FAILURE_POLICY: FailurePolicy = { infra: { retries: 2, backoffSec: 1, onExhausted: 'mask' }, model: 'score', task: 'fail_group', resume: 'restart', failedAttemptReward: 0, maxMaskedFraction: 0.5 };
+export const DEFAULT_FAILURE_POLICY: FailurePolicy = {
+  infra: { retries: 2, backoffSec: 1, onExhausted: 'mask' },
+  model: 'score',
+  task: 'fail_group',
+  resume: 'restart',
+  failedAttemptReward: 0,
+  maxMaskedFraction: 0.5,
+};
 export type FailurePolicy = z.output<typeof FailurePolicySchema>;
 
 /**
@@ -187,7 +194,8 @@ export function branchingProblem(group: Pick<ResolvedGroupInput, 'branching' | '
   if (group.attemptOn !== 'workflow') return "branching needs attemptOn 'workflow' (the rollout workflow starts its branches as its children); drop attemptOn 'host' for this group";
   if (group.branchOf) return 'branching and branchOf cannot be combined: branch a tree group\'s rollout with rollout branch after it finished';
   const size = group.groupSize * b.width ** b.atTurns.length;
-  if (size > MAX_GROUP_SIZE) return `branching makes ${group.groupSize} x ${b.width}^${b.atTurns.length} = ${size} rollouts, more than ${MAX_GROUP_SIZE} per group; use fewer roots, a smaller width or fewer branch turns`;
+  if (size > MAX_GROUP_SIZE)
+    return `branching makes ${group.groupSize} x ${b.width}^${b.atTurns.length} = ${size} rollouts, more than ${MAX_GROUP_SIZE} per group; use fewer roots, a smaller width or fewer branch turns`;
   return null;
 }
 
@@ -195,7 +203,9 @@ export function branchingProblem(group: Pick<ResolvedGroupInput, 'branching' | '
 export function harnessProblem(group: Pick<ResolvedGroupInput, 'policy' | 'branching' | 'branchOf' | 'failurePolicy'>): string | null {
   if (group.policy.kind !== 'harness') return null;
   const h = group.policy.harness;
-  if (group.branching || group.branchOf) return `branching needs the pipeline's own agent loop: ${h} runs whole and cannot be started from another rollout's turn. Fix: drop branching/branchOf, or use policy.kind openai`;
-  if (group.failurePolicy.resume === 'replay') return `failurePolicy.resume 'replay' needs the pipeline's own agent loop: ${h} cannot be handed a conversation to continue. Fix: use resume 'restart' for a harness policy`;
+  if (group.branching || group.branchOf)
+    return `branching needs the pipeline's own agent loop: ${h} runs whole and cannot be started from another rollout's turn. Fix: drop branching/branchOf, or use policy.kind openai`;
+  if (group.failurePolicy.resume === 'replay')
+    return `failurePolicy.resume 'replay' needs the pipeline's own agent loop: ${h} cannot be handed a conversation to continue. Fix: use resume 'restart' for a harness policy`;
   return null;
 }

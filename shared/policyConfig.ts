@@ -135,7 +135,11 @@ export const HarnessPolicySchema = z
   .object({
     kind: z.literal('harness'),
     harness: z.string().superRefine((name, ctx) => {
-      if (!(HARNESS_NAMES as string[]).includes(name)) ctx.addIssue({ code: 'custom', message: `unknown harness ${JSON.stringify(name)}; the harnesses are ${HARNESS_NAMES.join(', ')}. Fix: set policy.harness to one of them, or policy.kind to openai for the pipeline's own agent loop` });
+      if (!(HARNESS_NAMES as string[]).includes(name))
+        ctx.addIssue({
+          code: 'custom',
+          message: `unknown harness ${JSON.stringify(name)}; the harnesses are ${HARNESS_NAMES.join(', ')}. Fix: set policy.harness to one of them, or policy.kind to openai for the pipeline's own agent loop`,
+        });
     }),
     /** The harness's published version; only the pinned one is installed by the set-up purpose `harness`. */
     version: z.string().optional(),
@@ -147,7 +151,12 @@ export const HarnessPolicySchema = z
   .strict()
   .superRefine((policy, ctx) => {
     const pinned = (HARNESS_VERSIONS as Record<string, string>)[policy.harness];
-    if (pinned !== undefined && policy.version !== undefined && policy.version !== pinned) ctx.addIssue({ code: 'custom', path: ['version'], message: `${policy.harness} ${policy.version} is not the version this pipeline runs (${pinned}). Fix: leave policy.version out, or set it to ${pinned}` });
+    if (pinned !== undefined && policy.version !== undefined && policy.version !== pinned)
+      ctx.addIssue({
+        code: 'custom',
+        path: ['version'],
+        message: `${policy.harness} ${policy.version} is not the version this pipeline runs (${pinned}). Fix: leave policy.version out, or set it to ${pinned}`,
+      });
   });
 
 export const PolicyConfigSchema = z.discriminatedUnion('kind', [ScriptedPolicySchema, OpenAIPolicySchema, HarnessPolicySchema]);

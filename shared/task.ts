@@ -78,7 +78,10 @@ export type TaskToml = z.infer<typeof TaskTomlSchema>;
  */
 export const TaskIdSchema = z
   .string()
-  .regex(/^[A-Za-z0-9][A-Za-z0-9._+-]{0,199}$/, 'a task id (the task directory\'s name) is letters, digits, dot, dash, underscore and plus, starting with a letter or digit, at most 200: rename the task directory');
+  .regex(
+    /^[A-Za-z0-9][A-Za-z0-9._+-]{0,199}$/,
+    "a task id (the task directory's name) is letters, digits, dot, dash, underscore and plus, starting with a letter or digit, at most 200: rename the task directory",
+  );
 
 /** A validated task, small enough to travel in workflow inputs and results (no file contents). */
 export const TaskRefSchema = z.object({

@@ -185,10 +185,22 @@ export function checkPrefix(previous: { promptIds: readonly number[]; completion
   const expected = [...previous.promptIds, ...previous.completionIds];
   for (let i = 0; i < expected.length; i++) {
     if (i >= promptIds.length) {
-      return { ok: false, position: i, expected: expected[i] ?? null, actual: null, reason: `the prompt (${promptIds.length} ids) is shorter than the previous prompt + completion (${expected.length} ids)` };
+      return {
+        ok: false,
+        position: i,
+        expected: expected[i] ?? null,
+        actual: null,
+        reason: `the prompt (${promptIds.length} ids) is shorter than the previous prompt + completion (${expected.length} ids)`,
+      };
     }
     if (promptIds[i] !== expected[i]) {
-      return { ok: false, position: i, expected: expected[i] ?? null, actual: promptIds[i] ?? null, reason: `prompt id ${promptIds[i]} at position ${i} where the previous turn had ${expected[i]} (re-rendered differently)` };
+      return {
+        ok: false,
+        position: i,
+        expected: expected[i] ?? null,
+        actual: promptIds[i] ?? null,
+        reason: `prompt id ${promptIds[i]} at position ${i} where the previous turn had ${expected[i]} (re-rendered differently)`,
+      };
     }
   }
   return { ok: true };

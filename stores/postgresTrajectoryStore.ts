@@ -71,7 +71,10 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
       await store.migrate();
     } catch (err) {
       await pool.end();
-      throw new Error(`cannot use the PostgreSQL store at ${store.where}: ${err instanceof Error ? err.message : String(err)}. Fix: check the URL (postgres://user:password@host:port/database), that the server runs, and that the user may create tables`, { cause: err });
+      throw new Error(
+        `cannot use the PostgreSQL store at ${store.where}: ${err instanceof Error ? err.message : String(err)}. Fix: check the URL (postgres://user:password@host:port/database), that the server runs, and that the user may create tables`,
+        { cause: err },
+      );
     }
     return store;
   }
@@ -153,7 +156,22 @@ export class PostgresTrajectoryStore implements TrajectoryStore {
            outcome_class = EXCLUDED.outcome_class, outcome_type = EXCLUDED.outcome_type, reward = EXCLUDED.reward, valid = EXCLUDED.valid,
            attempts = EXCLUDED.attempts, turns = EXCLUDED.turns, trajectory_ref = EXCLUDED.trajectory_ref, experiment = EXCLUDED.experiment,
            record = EXCLUDED.record, recorded_at = now()`,
-        [r.workflowId, record.batchId, record.taskId, record.taskVersion, r.index, r.outcomeClass, r.outcomeType, r.reward, r.valid, r.attempts, r.turns, r.trajectoryRef, r.experiment === null ? null : JSON.stringify(r.experiment), JSON.stringify(record)],
+        [
+          r.workflowId,
+          record.batchId,
+          record.taskId,
+          record.taskVersion,
+          r.index,
+          r.outcomeClass,
+          r.outcomeType,
+          r.reward,
+          r.valid,
+          r.attempts,
+          r.turns,
+          r.trajectoryRef,
+          r.experiment === null ? null : JSON.stringify(r.experiment),
+          JSON.stringify(record),
+        ],
       );
     } catch (err) {
       throw storageError(`cannot record rollout ${r.workflowId}`, err);

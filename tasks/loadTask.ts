@@ -74,7 +74,12 @@ function refuseUnhonourable(file: string, dir: string, config: TaskToml): void {
   }
   for (const compose of ['docker-compose.yaml', 'docker-compose.yml', 'compose.yaml', 'compose.yml']) {
     if (existsSync(join(dir, 'environment', compose))) {
-      throw invalidTask(join(dir, 'environment', compose), undefined, 'a compose file asks for sidecar services, which sandboxes here cannot run', 'fold what the task needs into environment/Dockerfile, or run the task under Harbor with Docker Compose');
+      throw invalidTask(
+        join(dir, 'environment', compose),
+        undefined,
+        'a compose file asks for sidecar services, which sandboxes here cannot run',
+        'fold what the task needs into environment/Dockerfile, or run the task under Harbor with Docker Compose',
+      );
     }
   }
 }
@@ -85,7 +90,9 @@ function readNotes(config: TaskToml): string[] {
   const network = resolveTaskNetwork(config);
   const verifier = config.verifier.network_mode;
   if (verifier !== undefined && verifier !== 'allowlist' && (verifier === 'public' ? 'public' : 'none') !== network.mode) {
-    notes.push(`task.toml: [verifier].network_mode = "${verifier}" is not applied: the verifier shares the agent's sandbox (network ${network.mode}); what tests/test.sh downloads is provided offline`);
+    notes.push(
+      `task.toml: [verifier].network_mode = "${verifier}" is not applied: the verifier shares the agent's sandbox (network ${network.mode}); what tests/test.sh downloads is provided offline`,
+    );
   }
   if (config.verifier.environment_mode !== undefined) {
     notes.push(`task.toml: [verifier].environment_mode = "${config.verifier.environment_mode}" is not applied: the batch's verifyMode (in-place or clean-room) decides where tests run`);

@@ -7,7 +7,16 @@
  */
 
 /** Hosts of the registries the build and the sandboxes reach here; failing to reach one of them is another problem. Debian's archive snapshots are not among them. */
-const REGISTRY_HOSTS = [/^(?!snapshot\.)(.+\.)?debian\.org$/, /^pypi\.org$/, /^files\.pythonhosted\.org$/, /^registry\.npmjs\.org$/, /^proxy\.golang\.org$/, /^sum\.golang\.org$/, /^repo\d?\.maven\.apache\.org$/, /^repo\.maven\.apache\.org$/];
+const REGISTRY_HOSTS = [
+  /^(?!snapshot\.)(.+\.)?debian\.org$/,
+  /^pypi\.org$/,
+  /^files\.pythonhosted\.org$/,
+  /^registry\.npmjs\.org$/,
+  /^proxy\.golang\.org$/,
+  /^sum\.golang\.org$/,
+  /^repo\d?\.maven\.apache\.org$/,
+  /^repo\.maven\.apache\.org$/,
+];
 
 /** What tools print, with the host in group 1. */
 const UNREACHABLE = [

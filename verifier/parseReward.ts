@@ -38,7 +38,11 @@ export function parseRewardJson(text: string): Reward {
   const reward = metrics.reward ?? (entries.length === 1 ? entries[0]?.[1] : undefined);
   if (reward === undefined) {
     const keys = Object.keys(parsed);
-    throw crashed(keys.length === 0 ? 'reward.json is an empty object: no reward' : `reward.json names ${keys.length} values (${keys.join(', ')}) and none is "reward": which one is the reward is ambiguous; write {"reward": n, ...}`);
+    throw crashed(
+      keys.length === 0
+        ? 'reward.json is an empty object: no reward'
+        : `reward.json names ${keys.length} values (${keys.join(', ')}) and none is "reward": which one is the reward is ambiguous; write {"reward": n, ...}`,
+    );
   }
   return { reward, metrics, source: 'reward.json' };
 }

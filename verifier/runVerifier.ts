@@ -67,7 +67,8 @@ export const VERIFIER_PYCACHE = '/tmp/.rollout-verifier-pycache';
  * and a fresh directory takes its place. A task's own image (the Kubernetes
  * provider runs it as it is) may have no /tests, /logs or /root: they are made.
  */
-export const RESET_FOR_TESTS = 'mkdir -p /tests /logs /root /tmp && chmod -R u+rwX /tests /logs /root /tmp 2>/dev/null; rm -rf /logs/verifier && find /tests /root /tmp -mindepth 1 -delete && mkdir /logs/verifier';
+export const RESET_FOR_TESTS =
+  'mkdir -p /tests /logs /root /tmp && chmod -R u+rwX /tests /logs /root /tmp 2>/dev/null; rm -rf /logs/verifier && find /tests /root /tmp -mindepth 1 -delete && mkdir /logs/verifier';
 
 /** A read of what the pipeline trusts: never through a program of the sandbox's root (the agent's /usr/bin/cat). */
 function readTrusted(provider: SandboxProvider, handle: SandboxHandle, path: string, maxBytes: number): Promise<Uint8Array> {
@@ -126,11 +127,19 @@ async function runTests(provider: SandboxProvider, handle: SandboxHandle, task: 
   // stderr first: the test runner's summary (pytest's short test summary) is on stdout, and its end is what tells why.
   const outputTail = `${run.stderr.trim().split('\n').slice(-8).join('\n')}\n${run.stdout.trim().split('\n').slice(-20).join('\n')}`.trim();
   if (run.timedOut) {
-    throw new ClassifiedError('infra', 'verifier_timeout', `tests/test.sh of ${task.id} ran past its ${task.verifierTimeoutSec} s timeout ([verifier].timeout_sec); last output: ${outputTail.slice(-500)}`);
+    throw new ClassifiedError(
+      'infra',
+      'verifier_timeout',
+      `tests/test.sh of ${task.id} ran past its ${task.verifierTimeoutSec} s timeout ([verifier].timeout_sec); last output: ${outputTail.slice(-500)}`,
+    );
   }
   const reward = await readReward(provider, handle);
   if (!reward) {
-    throw new ClassifiedError('infra', 'verifier_crashed', `tests/test.sh of ${task.id} exited ${run.exitCode} without writing /logs/verifier/reward.txt or reward.json; last output: ${outputTail.slice(-500)}`);
+    throw new ClassifiedError(
+      'infra',
+      'verifier_crashed',
+      `tests/test.sh of ${task.id} exited ${run.exitCode} without writing /logs/verifier/reward.txt or reward.json; last output: ${outputTail.slice(-500)}`,
+    );
   }
   return { ...reward, exitCode: run.exitCode, durationMs: run.durationMs, outputTail, mode };
 }
@@ -156,7 +165,12 @@ async function stopAgent(provider: SandboxProvider, handle: SandboxHandle): Prom
 async function refuseTampering(provider: SandboxProvider, handle: SandboxHandle, when: string): Promise<void> {
   const findings = provider.tamperEvidence ? await provider.tamperEvidence(handle) : [];
   if (findings.length === 0) return;
-  throw new ClassifiedError('model', 'verifier_tampered', `the agent changed what the verifier runs (found ${when}): ${findings[0]}${findings.length > 1 ? ` and ${findings.length - 1} more` : ''}`, { evidence: findings });
+  throw new ClassifiedError(
+    'model',
+    'verifier_tampered',
+    `the agent changed what the verifier runs (found ${when}): ${findings[0]}${findings.length > 1 ? ` and ${findings.length - 1} more` : ''}`,
+    { evidence: findings },
+  );
 }
 
 export async function verifyInPlace(provider: SandboxProvider, handle: SandboxHandle, task: LoadedTask, options: VerifyOptions = {}): Promise<VerifyOutcome> {

@@ -151,10 +151,20 @@ export async function createPipelineWorkers(options: PipelineWorkerOptions): Pro
         : {}),
       // Local activities of the rollout workflow run here: the policy call of a group with policyCalls
       // 'local', and the record of a finished rollout.
-      ...(roles.has('workflows') ? { activities: { policyStep: activities.policyStep, recordRollout: activities.recordRollout }, ...(roles.has('provision') ? {} : { enableNonLocalActivities: false }) } : {}),
+      ...(roles.has('workflows')
+        ? {
+            activities: { policyStep: activities.policyStep, recordRollout: activities.recordRollout },
+            ...(roles.has('provision') ? {} : { enableNonLocalActivities: false }),
+          }
+        : {}),
       ...(roles.has('provision')
         ? {
-            activities: { provisionSandbox: activities.provisionSandbox, resolveTask: activities.resolveTask, recordRollout: activities.recordRollout, ...(roles.has('workflows') ? { policyStep: activities.policyStep } : {}) },
+            activities: {
+              provisionSandbox: activities.provisionSandbox,
+              resolveTask: activities.resolveTask,
+              recordRollout: activities.recordRollout,
+              ...(roles.has('workflows') ? { policyStep: activities.policyStep } : {}),
+            },
             maxConcurrentActivityTaskExecutions: provisionSlots,
             ...activityPolls(provisionSlots),
             // Provisioning heartbeats reach the server every 2 s (not 80% of the heartbeat timeout), so a

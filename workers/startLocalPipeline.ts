@@ -84,7 +84,19 @@ export async function startLocalPipeline(options: LocalPipelineOptions): Promise
   });
   const done = workers.run();
   const janitor = await ensureJanitorSchedule(client, { host, mainQueue: options.taskQueues?.main ?? TASK_QUEUES.main });
-  logger.info({ address: options.temporal.address, namespace: options.temporal.namespace, host, taskQueues: options.taskQueues ?? TASK_QUEUES, trajectories: store.locate(''), janitorSchedule: janitor, build: options.build ?? null, metrics: options.metricsAddress ? `http://${options.metricsAddress}/metrics` : null }, 'pipeline workers running');
+  logger.info(
+    {
+      address: options.temporal.address,
+      namespace: options.temporal.namespace,
+      host,
+      taskQueues: options.taskQueues ?? TASK_QUEUES,
+      trajectories: store.locate(''),
+      janitorSchedule: janitor,
+      build: options.build ?? null,
+      metrics: options.metricsAddress ? `http://${options.metricsAddress}/metrics` : null,
+    },
+    'pipeline workers running',
+  );
   return {
     workers,
     store,

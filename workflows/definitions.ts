@@ -82,6 +82,7 @@ export const policyVersionSignal = defineSignal<[number]>('policyVersion');
 export function policyVersionProblem(request: unknown, current: number): string | undefined {
   const version = typeof request === 'object' && request !== null && 'version' in request ? request.version : undefined;
   if (typeof version !== 'number' || !Number.isInteger(version) || version < 0) return `advancePolicyVersion needs {"version": <integer >= 0>}, got ${JSON.stringify(request)}`;
-  if (version < current) return `policy version ${version} is behind the group's current version ${current}: versions only go forward. Fix: send the version of the weights being served now (>= ${current})`;
+  if (version < current)
+    return `policy version ${version} is behind the group's current version ${current}: versions only go forward. Fix: send the version of the weights being served now (>= ${current})`;
   return undefined;
 }

@@ -10,7 +10,20 @@
  * but are still verified and scored. Infra failures end the attempt; a new one starts on a fresh
  * sandbox until retries run out.
  */
-import { CancellationScope, deprecatePatch, getExternalWorkflowHandle, isCancellation, log, metricMeter, patched, setCurrentDetails, setHandler, sleep, upsertSearchAttributes, workflowInfo } from '@temporalio/workflow';
+import {
+  CancellationScope,
+  deprecatePatch,
+  getExternalWorkflowHandle,
+  isCancellation,
+  log,
+  metricMeter,
+  patched,
+  setCurrentDetails,
+  setHandler,
+  sleep,
+  upsertSearchAttributes,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { AttemptSummary, ExperimentRecord, OutcomeClass, RolloutInput, RolloutResult, StageTimings } from '../shared/pipeline.js';
 import type { TokenIntegrity } from '../shared/tokens.js';
 import { METRIC } from '../shared/metricNames.js';
@@ -198,7 +211,15 @@ export async function rollout(input: RolloutInput): Promise<RolloutResult> {
     const { end } = report;
     if (end.kind === 'verified') {
       const outcome = end.outcome;
-      summarize({ attempt, outcomeClass: outcome.outcomeClass, outcomeType: outcome.outcomeType, message: outcome.message, reward: outcome.reward, turns: outcome.turns, ...(outcome.evidence ? { evidence: outcome.evidence } : {}) });
+      summarize({
+        attempt,
+        outcomeClass: outcome.outcomeClass,
+        outcomeType: outcome.outcomeType,
+        message: outcome.message,
+        reward: outcome.reward,
+        turns: outcome.turns,
+        ...(outcome.evidence ? { evidence: outcome.evidence } : {}),
+      });
       const valid = outcome.outcomeClass === 'ok' || group.failurePolicy.model === 'score';
       result = finish(outcome.reward, valid, outcome.outcomeClass, outcome.outcomeType, attempt + 1);
       break;

@@ -34,7 +34,11 @@ async function resolveInput(request: GroupRequest): Promise<ResolvedGroupInput |
   const branching = branchingProblem(rest) ?? harnessProblem(rest);
   if (branching) throw ApplicationFailure.create({ type: 'BadGroupInput', message: `rolloutGroup input: ${branching}`, nonRetryable: true });
   if (task.id !== undefined && task.version !== undefined) return { ...rest, task: { id: task.id, dir: task.dir, version: task.version } };
-  const { resolveTask } = proxyActivities<PipelineActivities>({ taskQueue: rest.taskQueues.main, startToCloseTimeout: '1 minute', retry: { maximumAttempts: 3, nonRetryableErrorTypes: [failureName({ failureClass: 'task', type: 'invalid_spec' })] } });
+  const { resolveTask } = proxyActivities<PipelineActivities>({
+    taskQueue: rest.taskQueues.main,
+    startToCloseTimeout: '1 minute',
+    retry: { maximumAttempts: 3, nonRetryableErrorTypes: [failureName({ failureClass: 'task', type: 'invalid_spec' })] },
+  });
   try {
     return { ...rest, task: await resolveTask(task) };
   } catch (err) {

@@ -18,5 +18,7 @@ export function applyStaleness(rollouts: RolloutResult[], current: number, stale
   }
   if (!worst || staleness?.onStale !== 'drop_group') return { dropped: null };
   for (const r of rollouts) r.valid = false;
-  return { dropped: `rollout ${worst.index} has turns from policy version ${current - (worst.staleness ?? 0)}, ${worst.staleness} behind the current ${current} (maxStaleness ${max}); the group was dropped (staleness.onStale drop_group)` };
+  return {
+    dropped: `rollout ${worst.index} has turns from policy version ${current - (worst.staleness ?? 0)}, ${worst.staleness} behind the current ${current} (maxStaleness ${max}); the group was dropped (staleness.onStale drop_group)`,
+  };
 }

@@ -84,7 +84,11 @@ export function createActivityContext(deps: ActivityDeps): ActivityContext {
 export function loadSubmittedTask(tasks: TaskCache, ref: TaskRef): LoadedTask {
   const task = tasks.load(ref.dir);
   if (task.version !== ref.version) {
-    throw new ClassifiedError('task', 'invalid_spec', `${ref.dir}: the task changed since the batch was submitted (version ${ref.version.slice(0, 12)} → ${task.version.slice(0, 12)}). Fix: resubmit the batch, or restore the task files`);
+    throw new ClassifiedError(
+      'task',
+      'invalid_spec',
+      `${ref.dir}: the task changed since the batch was submitted (version ${ref.version.slice(0, 12)} → ${task.version.slice(0, 12)}). Fix: resubmit the batch, or restore the task files`,
+    );
   }
   return task;
 }

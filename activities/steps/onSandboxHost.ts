@@ -60,7 +60,8 @@ async function runOneToolOnce(ctx: ActivityContext, input: ToolStepInput): Promi
     // A sandbox gone after the agent's own command: how it died says whose doing it was.
     const attributed = await attributeSandboxLoss(err, deps.provider, input.handle, summarizeToolCall(call));
     await ctx.recordAttribution(input.trajectoryRef, input.attempt, `turn ${input.turn}`, attributed);
-    if (attributed instanceof ClassifiedError && attributed.evidence.length > 0) activityLog(deps.logger, input).warn({ failure: failureName(attributed), evidence: attributed.evidence }, 'sandbox lost: attributed');
+    if (attributed instanceof ClassifiedError && attributed.evidence.length > 0)
+      activityLog(deps.logger, input).warn({ failure: failureName(attributed), evidence: attributed.evidence }, 'sandbox lost: attributed');
     throw attributed;
   });
   const durationMs = performance.now() - started;
@@ -70,7 +71,13 @@ async function runOneToolOnce(ctx: ActivityContext, input: ToolStepInput): Promi
   const state = input.recordState && deps.provider.stateDigest ? await stateAfterCall(ctx, input.handle, name) : undefined;
   const stateMs = performance.now() - digestStarted;
   activityLog(deps.logger, input).debug({ call: summarizeToolCall(call), exitCode: outcome.exitCode, timedOut: outcome.timedOut, durationMs: Math.round(durationMs) }, 'tool call');
-  const record: ToolTurnRecord = { turn: input.turn, callIndex: input.callIndex, ...outcome, clock: { stepStartedAt, callStartedAt, callEndedAt: callStartedAt + durationMs }, ...(state ? { state, stateMs } : {}) };
+  const record: ToolTurnRecord = {
+    turn: input.turn,
+    callIndex: input.callIndex,
+    ...outcome,
+    clock: { stepStartedAt, callStartedAt, callEndedAt: callStartedAt + durationMs },
+    ...(state ? { state, stateMs } : {}),
+  };
   await deps.store.put(input.trajectoryRef, name, record);
   return { name: outcome.name, summary: summarizeToolCall(call), exitCode: outcome.exitCode, malformed: outcome.malformed, timedOut: outcome.timedOut };
 }
@@ -114,14 +121,27 @@ export async function verifyAttempt(ctx: ActivityContext, input: VerifyInput): P
     const options = environment.verify;
     try {
       return await (input.group.verifyMode === 'clean-room'
-        ? verifyCleanRoom(deps.provider, input.handle, task, sandboxSpecForTask(task, { workflowId: `${input.trajectoryRef}/clean-room`, runId: '', attempt: input.attempt }, {}, isKubernetes, environment.image), options)
+        ? verifyCleanRoom(
+            deps.provider,
+            input.handle,
+            task,
+            sandboxSpecForTask(
+              task,
+              { workflowId: `${input.trajectoryRef}/clean-room`, runId: '', attempt: input.attempt },
+              {},
+              isKubernetes,
+              environment.image,
+            ),
+            options,
+          )
         : verifyInPlace(deps.provider, input.handle, task, options));
     } catch (err) {
       // A verifier that crashed or timed out: the control on the untouched start says whose doing it was.
       const controlSpec = sandboxSpecForTask(task, { workflowId: `${input.trajectoryRef}/verifier-control`, runId: '', attempt: input.attempt }, {}, isKubernetes, environment.image);
       const attributed = await attributeVerifyFailure(err, task, ctx.controls, controlSpec, options);
       await ctx.recordAttribution(input.trajectoryRef, input.attempt, 'verify', attributed);
-      if (attributed instanceof ClassifiedError && attributed.evidence.length > 0) activityLog(deps.logger, input).warn({ failure: failureName(attributed), evidence: attributed.evidence }, 'verifier failed: attributed');
+      if (attributed instanceof ClassifiedError && attributed.evidence.length > 0)
+        activityLog(deps.logger, input).warn({ failure: failureName(attributed), evidence: attributed.evidence }, 'verifier failed: attributed');
       throw attributed;
     }
   });

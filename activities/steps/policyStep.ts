@@ -27,7 +27,14 @@ export function policyStep(ctx: ActivityContext, input: PolicyStepInput): Promis
 /** What the workflow needs of a recorded policy turn. */
 function stepOutput(record: PolicyTurnRecord, tokens: TurnTokenStatus, reused: boolean): PolicyStepOutput {
   const calls = (record.assistant.tool_calls ?? []).map((c) => ({ name: c.function.name, summary: summarizeToolCall(c), malformed: !parseToolCall(c).ok }));
-  return { calls, submitted: calls.length === 0 || calls.some((c) => c.name === 'submit' && !c.malformed), latencyMs: record.latencyMs, tokens, policyVersion: record.policyVersion, ...(reused ? { reused } : {}) };
+  return {
+    calls,
+    submitted: calls.length === 0 || calls.some((c) => c.name === 'submit' && !c.malformed),
+    latencyMs: record.latencyMs,
+    tokens,
+    policyVersion: record.policyVersion,
+    ...(reused ? { reused } : {}),
+  };
 }
 
 /** One policy turn: the conversation so far to the model, its answer recorded in the store. */
@@ -45,7 +52,12 @@ async function policyStepWork(ctx: ActivityContext, input: PolicyStepInput, sign
   // turn keeps the one answer its record holds.
   const recorded = await deps.store.get<PolicyTurnRecord>(input.trajectoryRef, policyName(input.attempt, input.turn));
   if (recorded) {
-    const again = turnIntegrity(recorded.turnTokens ?? (input.policy.kind === 'scripted' ? { reason: 'a scripted policy generates no tokens' } : undefined), previousTokens, input.turn === 0, recorded.promptProblem);
+    const again = turnIntegrity(
+      recorded.turnTokens ?? (input.policy.kind === 'scripted' ? { reason: 'a scripted policy generates no tokens' } : undefined),
+      previousTokens,
+      input.turn === 0,
+      recorded.promptProblem,
+    );
     log.info({ model, policyVersion: recorded.policyVersion }, 'policy turn already recorded: its answer is returned, the model is not asked again');
     return stepOutput(recorded, again.status, true);
   }

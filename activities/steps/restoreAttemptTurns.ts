@@ -12,7 +12,17 @@ export function restoreAttemptTurns({ deps }: ActivityContext, input: RestoreTur
   return withHeartbeats(async (signal) => {
     const out = await restoreTurns(deps.provider, deps.store, input, signal);
     const log = activityLog(deps.logger, { trajectoryRef: input.trajectoryRef, attempt: input.toAttempt });
-    if (out.status === 'restored') log.info({ fromAttempt: input.fromAttempt, turns: out.prefix.turns, replayedCalls: out.prefix.replayedCalls, replayMs: Math.round(out.prefix.replayMs), drift: out.prefix.drift }, 'turns restored by replay');
+    if (out.status === 'restored')
+      log.info(
+        {
+          fromAttempt: input.fromAttempt,
+          turns: out.prefix.turns,
+          replayedCalls: out.prefix.replayedCalls,
+          replayMs: Math.round(out.prefix.replayMs),
+          drift: out.prefix.drift,
+        },
+        'turns restored by replay',
+      );
     else if (out.status === 'diverged') log.warn({ divergence: out.divergence }, 'the replay diverged: the attempt starts at turn 0');
     return out;
   });

@@ -115,7 +115,7 @@ export async function openBatchServer(request: BatchServerRequest): Promise<Batc
       throw new NoServerError(
         `no Temporal server answers at ${address} (${asked.message.split('\n')[0]})` +
           `${request.addressGiven ? '' : ` and ${request.dataDir} holds no embedded run (temporal.sqlite)`}. ` +
-          'Fix: start the server (`npx rollout server --db-filename .rollout/temporal.sqlite` for an embedded run\'s data), point --address / TEMPORAL_ADDRESS at the running one, or --data-dir at the embedded run\'s directory',
+          "Fix: start the server (`npx rollout server --db-filename .rollout/temporal.sqlite` for an embedded run's data), point --address / TEMPORAL_ADDRESS at the running one, or --data-dir at the embedded run's directory",
       );
     }
     const server: BatchServer = { client: fallback.opened.client, where: fallback.where, offline: fallback.server !== undefined, close: closer(fallback.opened, fallback.server) };

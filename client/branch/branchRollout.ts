@@ -55,7 +55,9 @@ export async function branchRollout(client: Client, store: TrajectoryStore, requ
   const attempt = state.result ? state.result.attempts - 1 : (state.progress?.attempt ?? 0);
   const ref = state.trajectoryRef;
   if (!(await store.get(ref, metaName(attempt)))) {
-    throw new BranchError(`the trajectory of ${rolloutId} (attempt ${attempt + 1}) is not in the trajectory store at ${store.locate(ref)}: nothing to share. Fix: point --data-dir or --store at the store its workers used (or the trajectory was removed: branch another rollout)`);
+    throw new BranchError(
+      `the trajectory of ${rolloutId} (attempt ${attempt + 1}) is not in the trajectory store at ${store.locate(ref)}: nothing to share. Fix: point --data-dir or --store at the store its workers used (or the trajectory was removed: branch another rollout)`,
+    );
   }
   const recorded = await readRecordedTurns(store, ref, attempt);
   const finished = recorded.finished.length;
@@ -64,7 +66,9 @@ export async function branchRollout(client: Client, store: TrajectoryStore, requ
   const last = submitted ? finished - 1 : finished;
   if (atTurn > last) {
     const what = finished === 0 ? 'no finished turn' : `${finished} finished turn${finished === 1 ? '' : 's'} (0-${finished - 1}${submitted ? `; turn ${finished - 1} submitted` : ''})`;
-    throw new BranchError(`--at-turn ${atTurn} is past the end of ${rolloutId}: its attempt ${attempt + 1} has ${what}. Fix: ${last >= 1 ? `branch at a turn from 1 to ${last}` : 'branch a rollout that finished at least one turn before it submitted'}`);
+    throw new BranchError(
+      `--at-turn ${atTurn} is past the end of ${rolloutId}: its attempt ${attempt + 1} has ${what}. Fix: ${last >= 1 ? `branch at a turn from 1 to ${last}` : 'branch a rollout that finished at least one turn before it submitted'}`,
+    );
   }
   let input;
   try {

@@ -12,7 +12,8 @@ import { resolve } from 'node:path';
 import { chatTemplateProblem } from '../../policies/tokens/chatTemplate/configuredTemplate.js';
 import type { ChatTemplate } from '../../shared/tokens.js';
 
-const FIX = 'Fix: give a Jinja chat template for the model you serve (e.g. the GGUF\'s own, which `servers/inference/llama_server.py --template-out FILE` writes), or leave tokens.chatTemplate out to render with the server\'s template';
+const FIX =
+  "Fix: give a Jinja chat template for the model you serve (e.g. the GGUF's own, which `servers/inference/llama_server.py --template-out FILE` writes), or leave tokens.chatTemplate out to render with the server's template";
 
 export class ChatTemplateError extends Error {
   override readonly name = 'ChatTemplateError';

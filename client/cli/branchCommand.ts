@@ -32,7 +32,15 @@ export async function branchCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseCommandLine(argv, {
     command: 'branch',
     usage: branchUsage,
-    options: { 'at-turn': { type: 'string' }, n: { type: 'string', short: 'n' }, json: { type: 'boolean', default: false }, 'batch-id': { type: 'string' }, store: { type: 'string' }, 'data-dir': { type: 'string' }, address: { type: 'string' } },
+    options: {
+      'at-turn': { type: 'string' },
+      n: { type: 'string', short: 'n' },
+      json: { type: 'boolean', default: false },
+      'batch-id': { type: 'string' },
+      store: { type: 'string' },
+      'data-dir': { type: 'string' },
+      address: { type: 'string' },
+    },
     allowPositionals: true,
   });
   const [workflowId] = positionals;
@@ -54,7 +62,9 @@ export async function branchCommand(argv: string[]): Promise<number> {
       }
       for (const r of group.rollouts) {
         const shared = r.branch ? (r.branch.sharedTurns > 0 ? `shares turns 0-${r.branch.sharedTurns - 1}` : 'shares no turn (its replay diverged)') : '';
-        process.stdout.write(`${r.workflowId}  ${r.outcomeClass}/${r.outcomeType}  reward ${r.reward ?? 'none'}  advantage ${r.advantage === null ? 'none' : r.advantage.toFixed(3)}  ${r.turns} turns  ${shared}\n`);
+        process.stdout.write(
+          `${r.workflowId}  ${r.outcomeClass}/${r.outcomeType}  reward ${r.reward ?? 'none'}  advantage ${r.advantage === null ? 'none' : r.advantage.toFixed(3)}  ${r.turns} turns  ${shared}\n`,
+        );
       }
       process.stdout.write(`group ${group.status}: mean reward ${group.meanReward ?? 'none'} over ${group.rollouts.filter((r) => r.valid).length} valid branch(es)\n`);
     }

@@ -22,7 +22,10 @@ export async function cancelBatchCommand(batchId: string, flags: { address?: str
       return 1;
     }
     const report = await cancelGroups(client, batchId, groups, { waitMs: 60_000 });
-    for (const g of report.cancelled) process.stdout.write(`${g.workflowId}: cancelled${g.stillOpen.length ? `; still closing: ${g.stillOpen.join(', ')}` : ', every rollout closed (sandboxes torn down)'}\n`);
+    for (const g of report.cancelled)
+      process.stdout.write(
+        `${g.workflowId}: cancelled${g.stillOpen.length ? `; still closing: ${g.stillOpen.join(', ')}` : ', every rollout closed (sandboxes torn down)'}\n`,
+      );
     for (const g of report.finished) process.stdout.write(`${g.workflowId}: had finished (${g.status}); nothing cancelled\n`);
     return 0;
   } finally {

@@ -17,7 +17,12 @@ rollout cancel --batch ID [--data-dir DIR] [--address HOST:PORT]
   Cancels every running group of the batch; each rollout tears its sandbox down.`;
 
 export async function cancelCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseCommandLine(argv, { command: 'cancel', usage: cancelUsage, options: { reason: { type: 'string' }, address: { type: 'string' }, 'data-dir': { type: 'string' }, batch: { type: 'string' } }, allowPositionals: true });
+  const { values, positionals } = parseCommandLine(argv, {
+    command: 'cancel',
+    usage: cancelUsage,
+    options: { reason: { type: 'string' }, address: { type: 'string' }, 'data-dir': { type: 'string' }, batch: { type: 'string' } },
+    allowPositionals: true,
+  });
   if (values.batch !== undefined) {
     if (positionals.length > 0) throw new UsageError(`name a rollout or --batch, not both\n${cancelUsage}`);
     return cancelBatchCommand(values.batch, values);

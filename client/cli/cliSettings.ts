@@ -58,19 +58,38 @@ type Script = (typeof SCRIPTS)[number];
 /** `scripted:<script>` or `openai` (with --base-url and --model). */
 export function parsePolicy(
   value: string,
-  options: { baseUrl?: string; model?: string; temperature?: string; seed?: string; apiKeyEnv?: string; maxTokens?: string; requestTimeoutMs?: string; toolCallParser?: string; tokenMode?: string; chatTemplate?: string; harnessSettings?: string },
+  options: {
+    baseUrl?: string;
+    model?: string;
+    temperature?: string;
+    seed?: string;
+    apiKeyEnv?: string;
+    maxTokens?: string;
+    requestTimeoutMs?: string;
+    toolCallParser?: string;
+    tokenMode?: string;
+    chatTemplate?: string;
+    harnessSettings?: string;
+  },
 ): PolicyConfig {
   if (value.startsWith('harness:')) {
     // The harness's model calls go to the inference server the openai flags name, through the capture endpoint.
-    if (!options.baseUrl || !options.model) throw new UsageError(`--policy ${value} needs --base-url and --model: the inference server its model calls are forwarded to`);
+    if (!options.baseUrl || !options.model)
+      throw new UsageError(`--policy ${value} needs --base-url and --model: the inference server its model calls are forwarded to`);
     const inference = parsePolicy('openai', { ...options, harnessSettings: undefined });
     if (inference.kind !== 'openai') throw new UsageError(`--policy ${value}: the inference server is an openai policy`);
-    return { kind: 'harness', harness: value.slice('harness:'.length), inference, ...(options.harnessSettings !== undefined ? { settings: readHarnessSettings(options.harnessSettings) } : {}) };
+    return {
+      kind: 'harness',
+      harness: value.slice('harness:'.length),
+      inference,
+      ...(options.harnessSettings !== undefined ? { settings: readHarnessSettings(options.harnessSettings) } : {}),
+    };
   }
   if (options.harnessSettings !== undefined) throw new UsageError(`--harness-settings is for --policy harness:NAME (got --policy ${value})`);
   if (value.startsWith('scripted:')) {
     const script = value.slice('scripted:'.length);
-    if (!SCRIPTS.includes(script as Script)) throw new UsageError(`--policy ${value}: scripted policies are ${SCRIPTS.slice(0, -1).join(', ')} and ${SCRIPTS.at(-1)}`);
+    if (!SCRIPTS.includes(script as Script))
+      throw new UsageError(`--policy ${value}: scripted policies are ${SCRIPTS.slice(0, -1).join(', ')} and ${SCRIPTS.at(-1)}`);
     return { kind: 'scripted', script: script as Script };
   }
   if (value === 'openai') {
@@ -89,22 +108,33 @@ export function parsePolicy(
     const parsers = options.toolCallParser?.split(',').map((p) => p.trim()) as ToolCallParserName[] | undefined;
     const modes = TokenModeSchema.options;
     if (options.tokenMode !== undefined && !(modes as readonly string[]).includes(options.tokenMode)) {
-      throw new UsageError(`--token-mode ${JSON.stringify(options.tokenMode)}: use ${modes.join(', ')} (server asks the server for ids, pipeline renders and sends token ids itself, off asks for none)`);
+      throw new UsageError(
+        `--token-mode ${JSON.stringify(options.tokenMode)}: use ${modes.join(', ')} (server asks the server for ids, pipeline renders and sends token ids itself, off asks for none)`,
+      );
     }
     const tokenMode = options.tokenMode as (typeof modes)[number] | undefined;
-    if (options.chatTemplate !== undefined && tokenMode !== 'pipeline') throw new UsageError(`--chat-template ${options.chatTemplate} is what the pipeline renders prompts with: add --token-mode pipeline (in server mode the server renders with its own template)`);
+    if (options.chatTemplate !== undefined && tokenMode !== 'pipeline')
+      throw new UsageError(
+        `--chat-template ${options.chatTemplate} is what the pipeline renders prompts with: add --token-mode pipeline (in server mode the server renders with its own template)`,
+      );
     return {
       kind: 'openai',
       baseUrl: options.baseUrl,
       model: options.model,
       ...(options.apiKeyEnv ? { apiKeyEnv: options.apiKeyEnv } : {}),
-      sampling: { ...(temperature !== undefined ? { temperature } : {}), ...(seed !== undefined ? { seed } : {}), ...(maxTokens !== undefined ? { max_tokens: maxTokens } : {}) },
+      sampling: {
+        ...(temperature !== undefined ? { temperature } : {}),
+        ...(seed !== undefined ? { seed } : {}),
+        ...(maxTokens !== undefined ? { max_tokens: maxTokens } : {}),
+      },
       ...(requestTimeoutMs !== undefined ? { requestTimeoutMs } : {}),
       ...(parsers ? { toolCallParser: parsers } : {}),
       ...(tokenMode ? { tokens: { mode: tokenMode, ...(options.chatTemplate !== undefined ? { chatTemplate: options.chatTemplate } : {}) } } : {}),
     };
   }
-  throw new UsageError(`--policy ${JSON.stringify(value)}: use ${SCRIPTS.map((name) => `scripted:${name}`).join(', ')}, openai, or harness:NAME (${HARNESS_NAMES.join(', ')})`);
+  throw new UsageError(
+    `--policy ${JSON.stringify(value)}: use ${SCRIPTS.map((name) => `scripted:${name}`).join(', ')}, openai, or harness:NAME (${HARNESS_NAMES.join(', ')})`,
+  );
 }
 
 /** --harness-settings FILE: the harness's own settings as a JSON object. */
@@ -121,6 +151,7 @@ function readHarnessSettings(file: string): Record<string, unknown> {
   } catch (err) {
     throw new UsageError(`--harness-settings ${file} is not JSON: ${(err as Error).message}`);
   }
-  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) throw new UsageError(`--harness-settings ${file} must hold a JSON object (the harness's own settings, e.g. {"agent": {"step_limit": 20}})`);
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+    throw new UsageError(`--harness-settings ${file} must hold a JSON object (the harness's own settings, e.g. {"agent": {"step_limit": 20}})`);
   return parsed as Record<string, unknown>;
 }

@@ -61,7 +61,10 @@ async function up(argv: string[]): Promise<number> {
   if (!/^127\.\d{1,3}\.\d{1,3}$/.test(prefix)) throw new UsageError(`--loopback-prefix ${JSON.stringify(prefix)}: give the first three octets of a loopback address, e.g. 127.77.0`);
   const dir = clusterDir(values.dir, values['data-dir']);
   const running = readState(dir);
-  if (running && alive(running.pid)) throw new UsageError(`a cluster already runs from ${dir} (pid ${running.pid}, frontend ${running.frontendAddress}); stop it with \`rollout cluster down --dir ${dir}\``);
+  if (running && alive(running.pid))
+    throw new UsageError(
+      `a cluster already runs from ${dir} (pid ${running.pid}, frontend ${running.frontendAddress}); stop it with \`rollout cluster down --dir ${dir}\``,
+    );
   const port = positiveInt('port', values.port, 7233);
   const cluster = await LocalTemporalCluster.start({
     dir,
@@ -124,7 +127,11 @@ async function status(argv: string[]): Promise<number> {
 }
 
 async function downCommand(argv: string[]): Promise<number> {
-  const { values } = parseCommandLine(argv, { command: 'cluster down', usage: clusterUsage, options: { dir: { type: 'string' }, 'data-dir': { type: 'string' }, purge: { type: 'boolean', default: false } } });
+  const { values } = parseCommandLine(argv, {
+    command: 'cluster down',
+    usage: clusterUsage,
+    options: { dir: { type: 'string' }, 'data-dir': { type: 'string' }, purge: { type: 'boolean', default: false } },
+  });
   const dir = clusterDir(values.dir, values['data-dir']);
   const state = readState(dir);
   if (state && alive(state.pid)) {

@@ -48,7 +48,9 @@ async function build(rest: string[]): Promise<number> {
       const { image, cacheHit, ms } = await ensureTaskImage(task, { log: (line) => process.stderr.write(`${line}\n`) });
       results.push({ task: task.id, cacheHit, ms: Math.round(ms), ...image });
       if (!values.json) {
-        process.stdout.write(`${cacheHit ? 'cached' : 'built '}  ${task.id}  ${image.tag}  ${image.imageId.slice(0, 19)}  ${cacheHit ? `hit in ${Math.round(ms)} ms` : `build ${(image.buildMs / 1000).toFixed(1)} s`}  ${mb(image.sizeBytes)}\n`);
+        process.stdout.write(
+          `${cacheHit ? 'cached' : 'built '}  ${task.id}  ${image.tag}  ${image.imageId.slice(0, 19)}  ${cacheHit ? `hit in ${Math.round(ms)} ms` : `build ${(image.buildMs / 1000).toFixed(1)} s`}  ${mb(image.sizeBytes)}\n`,
+        );
         process.stdout.write(`  ${imageIdentity(image)}\n`);
         for (const note of image.verifier.notes) process.stdout.write(`  note: ${note}\n`);
       }
@@ -79,7 +81,10 @@ export async function envCommand(argv: string[]): Promise<number> {
     for (const tag of report.removedImages) process.stdout.write(`${values['dry-run'] ? 'would remove' : 'removed'} ${tag}\n`);
     for (const tag of report.removedBases) process.stdout.write(`${values['dry-run'] ? 'would remove' : 'removed'} base ${tag}\n`);
     for (const tag of report.kept) process.stdout.write(`kept ${tag}\n`);
-    if (report.leftoverContainers.length > 0) process.stdout.write(`removed ${report.leftoverContainers.length} working container(s) that killed builds left: ${report.leftoverContainers.join(', ')}\n`);
+    if (report.leftoverContainers.length > 0)
+      process.stdout.write(
+        `removed ${report.leftoverContainers.length} working container(s) that killed builds left: ${report.leftoverContainers.join(', ')}\n`,
+      );
     process.stdout.write(`before: ${describeUse(report.before)}\nafter:  ${describeUse(report.after)}\n`);
     return 0;
   }

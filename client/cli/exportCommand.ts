@@ -54,7 +54,15 @@ export async function exportCommand(argv: string[]): Promise<number> {
   const { values, positionals } = parseCommandLine(argv, {
     command: 'export',
     usage: exportUsage,
-    options: { out: { type: 'string' }, 'keep-broken': { type: 'boolean' }, 'keep-mismatched-logprobs': { type: 'boolean' }, trajectories: { type: 'string' }, store: { type: 'string' }, 'data-dir': { type: 'string' }, address: { type: 'string' } },
+    options: {
+      out: { type: 'string' },
+      'keep-broken': { type: 'boolean' },
+      'keep-mismatched-logprobs': { type: 'boolean' },
+      trajectories: { type: 'string' },
+      store: { type: 'string' },
+      'data-dir': { type: 'string' },
+      address: { type: 'string' },
+    },
     allowPositionals: true,
   });
   const [batchId] = positionals;

@@ -30,7 +30,11 @@ function print(report: ReapReport, offline: boolean): number {
 }
 
 export async function gcCommand(argv: string[]): Promise<number> {
-  const { values } = parseCommandLine(argv, { command: 'gc', usage: gcUsage, options: { 'dry-run': { type: 'boolean', default: false }, offline: { type: 'boolean', default: false }, address: { type: 'string' } } });
+  const { values } = parseCommandLine(argv, {
+    command: 'gc',
+    usage: gcUsage,
+    options: { 'dry-run': { type: 'boolean', default: false }, offline: { type: 'boolean', default: false }, address: { type: 'string' } },
+  });
   const provider = new LocalSandboxProvider();
   const dryRun = values['dry-run'];
   if (values.offline) return print(await reapSandboxes(provider, null, { dryRun }), true);

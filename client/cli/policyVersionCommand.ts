@@ -10,7 +10,12 @@ export const policyVersionUsage = `rollout policy-version <batch-id> <version> [
   record it; staleness.maxStaleness and onStale (keep, restart, drop_group) act on it.`;
 
 export async function policyVersionCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseCommandLine(argv, { command: 'policy-version', usage: policyVersionUsage, options: { group: { type: 'string', multiple: true }, address: { type: 'string' }, 'data-dir': { type: 'string' } }, allowPositionals: true });
+  const { values, positionals } = parseCommandLine(argv, {
+    command: 'policy-version',
+    usage: policyVersionUsage,
+    options: { group: { type: 'string', multiple: true }, address: { type: 'string' }, 'data-dir': { type: 'string' } },
+    allowPositionals: true,
+  });
   const [batchId, versionText] = positionals;
   if (!batchId || versionText === undefined || positionals.length > 2) throw new UsageError(`name a batch id and a version\n${policyVersionUsage}`);
   if (!/^[A-Za-z0-9._-]+$/.test(batchId)) throw new UsageError(`batch id ${JSON.stringify(batchId)} has characters batch ids never have`);

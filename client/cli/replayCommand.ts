@@ -35,7 +35,9 @@ export async function replayCommand(argv: string[]): Promise<number> {
     process.stdout.write(`${workflowId} attempt ${replay.attempt + 1}: ${replay.actions.length} recorded actions re-executed without the model\n`);
     process.stdout.write('turn  original exit  replayed exit  action\n');
     for (const a of replay.actions) process.stdout.write(`${String(a.turn).padEnd(4)}  ${String(a.originalExitCode ?? '-').padEnd(13)}  ${String(a.replayedExitCode ?? '-').padEnd(13)}  ${a.call}\n`);
-    process.stdout.write(`reward: original ${replay.originalReward ?? 'none'}, replayed ${replay.replayedReward} → ${replay.reproduced ? 'reproduced (the outcome is the model’s)' : 'NOT reproduced (environment non-determinism or infra)'}\n`);
+    process.stdout.write(
+      `reward: original ${replay.originalReward ?? 'none'}, replayed ${replay.replayedReward} → ${replay.reproduced ? 'reproduced (the outcome is the model’s)' : 'NOT reproduced (environment non-determinism or infra)'}\n`,
+    );
     if (replay.divergent.length) process.stdout.write(`${replay.divergent.length} actions exited differently than recorded\n`);
     return replay.reproduced ? 0 : 1;
   } catch (err) {

@@ -15,7 +15,12 @@ export const replayHistoryUsage = `rollout replay-history <workflow-id> [--run-i
   Replays a workflow's recorded history against the current workflow code.`;
 
 export async function replayHistoryCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseCommandLine(argv, { command: 'replay-history', usage: replayHistoryUsage, options: { 'run-id': { type: 'string' }, address: { type: 'string' }, 'data-dir': { type: 'string' } }, allowPositionals: true });
+  const { values, positionals } = parseCommandLine(argv, {
+    command: 'replay-history',
+    usage: replayHistoryUsage,
+    options: { 'run-id': { type: 'string' }, address: { type: 'string' }, 'data-dir': { type: 'string' } },
+    allowPositionals: true,
+  });
   const [workflowId] = positionals;
   if (!workflowId || positionals.length > 1) throw new UsageError(`name one workflow id\n${replayHistoryUsage}`);
   const server = await batchServerFromFlags(values, batchOfWorkflowId(workflowId));

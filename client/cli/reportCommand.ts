@@ -16,7 +16,18 @@ export const reportUsage = `rollout report <batch-id> [--html FILE] [--store fs|
   page (as rollout show --html), written to the folder FILE-rollouts/ beside it.`;
 
 export async function reportCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseCommandLine(argv, { command: 'report', usage: reportUsage, options: { html: { type: 'string' }, trajectories: { type: 'string' }, store: { type: 'string' }, 'data-dir': { type: 'string' }, address: { type: 'string' } }, allowPositionals: true });
+  const { values, positionals } = parseCommandLine(argv, {
+    command: 'report',
+    usage: reportUsage,
+    options: {
+      html: { type: 'string' },
+      trajectories: { type: 'string' },
+      store: { type: 'string' },
+      'data-dir': { type: 'string' },
+      address: { type: 'string' },
+    },
+    allowPositionals: true,
+  });
   const [batchId] = positionals;
   if (!batchId || positionals.length > 1) throw new UsageError(`name one batch id\n${reportUsage}`);
   if (!/^[A-Za-z0-9._-]+$/.test(batchId)) throw new UsageError(`batch id ${JSON.stringify(batchId)} has characters batch ids never have`);

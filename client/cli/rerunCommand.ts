@@ -14,7 +14,12 @@ export const rerunUsage = `rollout rerun <rollout-workflow-id> [--batch-id ID] [
   limits) under a new batch id, waits for it and prints both side by side.`;
 
 export async function rerunCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseCommandLine(argv, { command: 'rerun', usage: rerunUsage, options: { 'batch-id': { type: 'string' }, address: { type: 'string' }, 'data-dir': { type: 'string' } }, allowPositionals: true });
+  const { values, positionals } = parseCommandLine(argv, {
+    command: 'rerun',
+    usage: rerunUsage,
+    options: { 'batch-id': { type: 'string' }, address: { type: 'string' }, 'data-dir': { type: 'string' } },
+    allowPositionals: true,
+  });
   const [workflowId] = positionals;
   if (!workflowId || positionals.length > 1) throw new UsageError(`name one rollout workflow id (rollout/<batch>/<task>/<index>)\n${rerunUsage}`);
   const server = await batchServerFromFlags(values, batchOfWorkflowId(workflowId), { mutates: 'a rerun' });

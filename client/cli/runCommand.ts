@@ -196,7 +196,13 @@ export async function runCommand(argv: string[]): Promise<number> {
     let temporal: TemporalSettings = temporalSettings(values.address);
     if (values.embedded) {
       mkdirSync(data, { recursive: true });
-      server = await startDevServer({ port: await portOr(7233), uiPort: await portOr(8233), dbFilename: join(data, 'temporal.sqlite'), logFile: join(data, 'temporal-dev-server.log'), ownProcessGroup: true });
+      server = await startDevServer({
+        port: await portOr(7233),
+        uiPort: await portOr(8233),
+        dbFilename: join(data, 'temporal.sqlite'),
+        logFile: join(data, 'temporal-dev-server.log'),
+        ownProcessGroup: true,
+      });
       temporal = { address: server.address, namespace: server.namespace, tls: undefined, apiKey: undefined };
       const logFile = values.verbose || process.env.LOG_LEVEL ? undefined : join(data, 'logs', `worker-${batchId}.log`);
       pipeline = await startLocalPipeline({ temporal, dataDir: data, ...(taskQueues ? { taskQueues } : {}), stopWithin: { graceMs: 1_000, forceMs: 5_000 }, ...(logFile ? { logFile } : {}) });

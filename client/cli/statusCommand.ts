@@ -39,7 +39,12 @@ export const statusUsage = `rollout status <batch-id> [--watch] [--data-dir DIR]
   --watch   live progress (as rollout run shows it) until every group has finished, then the table`;
 
 export async function statusCommand(argv: string[]): Promise<number> {
-  const { values, positionals } = parseCommandLine(argv, { command: 'status', usage: statusUsage, options: { address: { type: 'string' }, 'data-dir': { type: 'string' }, watch: { type: 'boolean', default: false } }, allowPositionals: true });
+  const { values, positionals } = parseCommandLine(argv, {
+    command: 'status',
+    usage: statusUsage,
+    options: { address: { type: 'string' }, 'data-dir': { type: 'string' }, watch: { type: 'boolean', default: false } },
+    allowPositionals: true,
+  });
   const [batchId] = positionals;
   if (!batchId || positionals.length > 1) throw new UsageError(`name one batch id\n${statusUsage}`);
   if (!/^[A-Za-z0-9._-]+$/.test(batchId)) throw new UsageError(`batch id ${JSON.stringify(batchId)} has characters batch ids never have`);

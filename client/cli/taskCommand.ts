@@ -70,7 +70,12 @@ export async function taskCommand(argv: string[]): Promise<number> {
   const [sub, ...rest] = argv;
   if (sub !== 'check' && wantsHelp(argv)) throw new HelpRequested(taskUsage);
   if (sub !== 'check') throw new UsageError(`unknown task subcommand ${JSON.stringify(sub ?? '')}; usage:\n${taskUsage}`);
-  const { values, positionals } = parseCommandLine(rest, { command: 'task check', usage: taskUsage, options: { json: { type: 'boolean', default: false }, network: { type: 'string' }, verify: { type: 'string' }, jobs: { type: 'string', default: '2' } }, allowPositionals: true });
+  const { values, positionals } = parseCommandLine(rest, {
+    command: 'task check',
+    usage: taskUsage,
+    options: { json: { type: 'boolean', default: false }, network: { type: 'string' }, verify: { type: 'string' }, jobs: { type: 'string', default: '2' } },
+    allowPositionals: true,
+  });
   const jobs = Number(values.jobs);
   if (!Number.isInteger(jobs) || jobs < 1) throw new UsageError(`--jobs ${JSON.stringify(values.jobs)}: give a whole number of sandboxes, at least 1`);
   const verifyMode = parseVerifyMode(values.verify);

@@ -48,7 +48,8 @@ export async function workerCommand(argv: string[]): Promise<number> {
   if (values['host-id'] !== undefined && !/^[A-Za-z0-9._-]+$/.test(values['host-id'])) throw new UsageError(`--host-id ${JSON.stringify(values['host-id'])}: use letters, digits, '.', '_' and '-'`);
   const buildId = values['build-id'] ?? nonEmpty(process.env.ROLLOUT_BUILD_ID);
   const deploymentName = values['deployment-name'] ?? nonEmpty(process.env.ROLLOUT_DEPLOYMENT_NAME);
-  if (deploymentName !== undefined && buildId === undefined) throw new UsageError(`--deployment-name ${JSON.stringify(deploymentName)} needs --build-id (the build of that deployment this worker runs)`);
+  if (deploymentName !== undefined && buildId === undefined)
+    throw new UsageError(`--deployment-name ${JSON.stringify(deploymentName)} needs --build-id (the build of that deployment this worker runs)`);
   const build = buildId === undefined ? undefined : { deploymentName: deploymentName ?? DEFAULT_DEPLOYMENT_NAME, buildId };
   if (build) {
     const problem = badBuildPart('--build-id', build.buildId) ?? badBuildPart('--deployment-name', build.deploymentName);

@@ -12,7 +12,11 @@ async function progressOf(handle: WorkflowHandle) {
 }
 
 /** The groups a `rollout run` submitted; `results` holds those whose result it has already received. */
-export async function submittedGroupStates(groups: readonly { workflowId: string; taskId: string; handle: WorkflowHandle }[], groupSize: number, results: ReadonlyMap<string, GroupResult>): Promise<GroupState[]> {
+export async function submittedGroupStates(
+  groups: readonly { workflowId: string; taskId: string; handle: WorkflowHandle }[],
+  groupSize: number,
+  results: ReadonlyMap<string, GroupResult>,
+): Promise<GroupState[]> {
   return Promise.all(
     groups.map(async (g) => {
       const result = results.get(g.workflowId);

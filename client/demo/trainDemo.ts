@@ -72,7 +72,14 @@ async function main(argv: string[]): Promise<number> {
     command: 'demo:train',
     invocation: 'npm run demo:train --',
     usage,
-    options: { tasks: { type: 'string', multiple: true }, steps: { type: 'string' }, 'group-size': { type: 'string' }, lr: { type: 'string' }, 'max-turns': { type: 'string' }, 'max-tokens': { type: 'string' } },
+    options: {
+      tasks: { type: 'string', multiple: true },
+      steps: { type: 'string' },
+      'group-size': { type: 'string' },
+      lr: { type: 'string' },
+      'max-turns': { type: 'string' },
+      'max-tokens': { type: 'string' },
+    },
   });
   const steps = positiveInt('steps', values.steps, 3);
   const groupSize = positiveInt('group-size', values['group-size'], 8);
@@ -105,7 +112,13 @@ async function main(argv: string[]): Promise<number> {
   const stopped = interrupts.signal;
   try {
     llama = await startLlamaServer(llamaOptions);
-    server = await startDevServer({ port: await freePort(), uiPort: await freePort(), dbFilename: join(runDir, 'temporal.sqlite'), logFile: join(runDir, 'temporal-dev-server.log'), ownProcessGroup: true });
+    server = await startDevServer({
+      port: await freePort(),
+      uiPort: await freePort(),
+      dbFilename: join(runDir, 'temporal.sqlite'),
+      logFile: join(runDir, 'temporal-dev-server.log'),
+      ownProcessGroup: true,
+    });
     const temporal = { address: server.address, namespace: server.namespace, tls: undefined, apiKey: undefined };
     pipeline = await startLocalPipeline({ temporal, dataDir: runDir, stopWithin: { graceMs: 1_000, forceMs: 5_000 }, logFile: join(runDir, 'worker.log') });
     const opened = await openTemporalClient(temporal);
@@ -138,7 +151,14 @@ async function main(argv: string[]): Promise<number> {
       const rewards = groups.flatMap((g) => g.rollouts.flatMap((r) => (r.reward === null ? [] : [r.reward])));
       const samplesFile = join(runDir, `batch-${k}.jsonl`);
       const exported = await exportBatch(opened.client, pipeline.store, batchId, samplesFile);
-      const row: BatchRow = { version, meanReward: rewards.reduce((a, b) => a + b, 0) / Math.max(1, rewards.length), valid: groups.reduce((n, g) => n + g.validCount, 0), rollouts: rewards.length, exported: exported.exported, rolloutsS };
+      const row: BatchRow = {
+        version,
+        meanReward: rewards.reduce((a, b) => a + b, 0) / Math.max(1, rewards.length),
+        valid: groups.reduce((n, g) => n + g.validCount, 0),
+        rollouts: rewards.length,
+        exported: exported.exported,
+        rolloutsS,
+      };
       const versions = new Set(readFileSync(samplesFile, 'utf8').trim().split('\n').filter(Boolean).flatMap((l) => (JSON.parse(l) as { policy_versions: number[] }).policy_versions));
       if ([...versions].some((v) => v !== version)) row.note = `turns recorded versions ${[...versions].join(',')}, expected ${version}`;
       if (k < steps) {
@@ -171,7 +191,9 @@ async function main(argv: string[]): Promise<number> {
     }
     const first = rows[0] as BatchRow;
     const last = rows.at(-1) as BatchRow;
-    process.stdout.write(`mean reward ${first.meanReward.toFixed(3)} at version ${first.version} -> ${last.meanReward.toFixed(3)} at version ${last.version} (${rows.length} batches of ${first.rollouts} rollouts)\n`);
+    process.stdout.write(
+      `mean reward ${first.meanReward.toFixed(3)} at version ${first.version} -> ${last.meanReward.toFixed(3)} at version ${last.version} (${rows.length} batches of ${first.rollouts} rollouts)\n`,
+    );
     return 0;
   } finally {
     interrupts.dispose();

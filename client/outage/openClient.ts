@@ -7,8 +7,14 @@
 import { openTemporalClient, type TemporalSettings } from '../../workers/temporalConnection.js';
 import { serverWait, type ServerWait } from './serverWait.js';
 
-export async function openClientThroughOutage(settings: TemporalSettings, options: { maxWaitMs?: number; signal?: AbortSignal } = {}): Promise<Awaited<ReturnType<typeof openTemporalClient>> & { wait: ServerWait }> {
+export async function openClientThroughOutage(
+  settings: TemporalSettings,
+  options: { maxWaitMs?: number; signal?: AbortSignal } = {},
+): Promise<Awaited<ReturnType<typeof openTemporalClient>> & { wait: ServerWait }> {
   const wait = serverWait(settings.address);
-  const opened = await wait.retry('a connection', () => openTemporalClient(settings, { timeoutMs: 5_000 }), { maxWaitMs: options.maxWaitMs ?? 5 * 60_000, ...(options.signal ? { signal: options.signal } : {}) });
+  const opened = await wait.retry('a connection', () => openTemporalClient(settings, { timeoutMs: 5_000 }), {
+    maxWaitMs: options.maxWaitMs ?? 5 * 60_000,
+    ...(options.signal ? { signal: options.signal } : {}),
+  });
   return { ...opened, wait };
 }

@@ -49,7 +49,9 @@ export function serverWait(address: string, write: (line: string) => void = (lin
         } catch (err) {
           if (!isTransientServerError(err)) throw err;
           if (Date.now() >= deadline) {
-            throw new ServerUnreachableError(`the Temporal server at ${address} did not answer for ${Math.round((options.maxWaitMs ?? 0) / 1000)} s (${reasonOf(err)}). Fix: start it, or point --address / TEMPORAL_ADDRESS at the running one`);
+            throw new ServerUnreachableError(
+              `the Temporal server at ${address} did not answer for ${Math.round((options.maxWaitMs ?? 0) / 1000)} s (${reasonOf(err)}). Fix: start it, or point --address / TEMPORAL_ADDRESS at the running one`,
+            );
           }
           isDown(what, reasonOf(err));
           await new Promise<void>((r) => {

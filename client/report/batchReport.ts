@@ -116,7 +116,9 @@ export function reportText(report: BatchReport): string {
   for (const t of report.tasks) {
     const fmt = (n: number | null): string => (n === null ? '-' : n.toFixed(2));
     const masked = `${Math.round(t.masked.fraction * 100)}%`;
-    lines.push(`${t.taskId.padEnd(20)} ${t.status.padEnd(13)} ${`${t.valid}/${t.n}`.padEnd(6)} ${masked.padEnd(7)} ${fmt(t.mean).padEnd(6)} ${fmt(t.std).padEnd(6)} ${t.histogram.map(([v, c]) => `${v}×${c}`).join(' ')}`);
+    lines.push(
+      `${t.taskId.padEnd(20)} ${t.status.padEnd(13)} ${`${t.valid}/${t.n}`.padEnd(6)} ${masked.padEnd(7)} ${fmt(t.mean).padEnd(6)} ${fmt(t.std).padEnd(6)} ${t.histogram.map(([v, c]) => `${v}×${c}`).join(' ')}`,
+    );
   }
   return lines.join('\n');
 }

@@ -88,13 +88,21 @@ export function reportHtml(report: BatchReport, options: ReportHtmlOptions = {})
     Math.max(1, ...report.outcomes.map((o) => o.count)),
   );
   const taskRows = report.tasks
-    .map((t) => `<tr><td>${esc(t.taskId)}</td><td>${esc(t.status)}</td><td>${t.valid}/${t.n}</td><td>${Math.round(t.masked.fraction * 100)}%</td><td>${t.mean?.toFixed(2) ?? '-'}</td><td>${t.std?.toFixed(2) ?? '-'}</td><td>${esc(t.histogram.map(([v, c]) => `${v}×${c}`).join(' '))}</td></tr>`)
+    .map(
+      (t) =>
+        `<tr><td>${esc(t.taskId)}</td><td>${esc(t.status)}</td><td>${t.valid}/${t.n}</td><td>${Math.round(t.masked.fraction * 100)}%</td><td>${t.mean?.toFixed(2) ?? '-'}</td><td>${t.std?.toFixed(2) ?? '-'}</td><td>${esc(t.histogram.map(([v, c]) => `${v}×${c}`).join(' '))}</td></tr>`,
+    )
     .join('');
   const batchMask = report.masked;
   const maskedTypes = Object.entries(batchMask.masked.byType).sort((a, b) => b[1] - a[1]);
   const masked = horizontalBars(
     `Masked: ${Math.round(batchMask.masked.fraction * 100)}% of the batch (guard: maxMaskedFraction ${batchMask.maxFraction})`,
-    maskedTypes.map(([type, n]) => ({ label: type, value: n, colour: CLASS_COLOURS[type.slice(0, type.indexOf('/'))] ?? '#555', note: `${n} (${Math.round((n / Math.max(1, report.rollouts)) * 100)}%)` })),
+    maskedTypes.map(([type, n]) => ({
+      label: type,
+      value: n,
+      colour: CLASS_COLOURS[type.slice(0, type.indexOf('/'))] ?? '#555',
+      note: `${n} (${Math.round((n / Math.max(1, report.rollouts)) * 100)}%)`,
+    })),
     Math.max(1, ...maskedTypes.map(([, n]) => n)),
   );
   const maskedFlag = batchMask.flagged ? `<p class="flag" role="alert"><strong>Flagged:</strong> ${esc(batchMask.line)}</p>` : `<p>${esc(batchMask.line)}</p>`;

@@ -39,7 +39,10 @@ const ROLLOUT_ID = /^rollout\/([A-Za-z0-9._-]+)\/([^/]+)\/(\d+)$/;
 export function parseRolloutId(workflowId: string): { batchId: string; taskId: string; index: number } {
   const m = ROLLOUT_ID.exec(workflowId);
   if (!m && /^rollout\/[A-Za-z0-9._-]+\/[^/]+$/.test(workflowId)) throw new ShowError(`${workflowId} names a group (rollout/<batch>/<task>); add the rollout's index, e.g. ${workflowId}/0`);
-  if (!m) throw new ShowError(`${JSON.stringify(workflowId)} is not a rollout workflow id; they look like rollout/<batch>/<task>/<index>, e.g. rollout/b1/fix-median/0 (\`rollout status <batch>\` lists a batch's tasks)`);
+  if (!m)
+    throw new ShowError(
+      `${JSON.stringify(workflowId)} is not a rollout workflow id; they look like rollout/<batch>/<task>/<index>, e.g. rollout/b1/fix-median/0 (\`rollout status <batch>\` lists a batch's tasks)`,
+    );
   return { batchId: m[1]!, taskId: m[2]!, index: Number(m[3]) };
 }
 

@@ -31,7 +31,12 @@ function callHtml(c: ToolCallView): string {
   if (c.result) {
     const r = c.result;
     const exit = r.malformed ? ['<span class="bad">malformed call, not run</span>'] : r.exitCode === null ? [] : [r.exitCode === 0 ? 'exit 0' : `<span class="bad">exit ${r.exitCode}</span>`];
-    const facts = [...exit, esc(exit.length ? durationText(r.durationMs) : `took ${durationText(r.durationMs)}`), ...(r.timedOut ? ['<span class="bad">timed out</span>'] : []), ...(r.truncated ? ['output cut by the sandbox limit'] : [])];
+    const facts = [
+      ...exit,
+      esc(exit.length ? durationText(r.durationMs) : `took ${durationText(r.durationMs)}`),
+      ...(r.timedOut ? ['<span class="bad">timed out</span>'] : []),
+      ...(r.truncated ? ['output cut by the sandbox limit'] : []),
+    ];
     parts.push(`<div class="call-meta">${facts.join(' · ')}</div>`);
     for (const s of r.sections) parts.push(sectionHtml(s));
   } else if (c.note) parts.push(`<div class="note">${esc(c.note)}</div>`);
@@ -45,8 +50,14 @@ function turnHtml(t: TurnView): string {
   const parts = [`<article class="turn" id="t${t.turn}"><div class="turn-head">Turn ${t.turn}<span class="meta">${esc(meta)}</span></div>`];
   if (t.restored) parts.push(`<div class="facts">${esc(t.restored)}</div>`);
   if (t.tokens) parts.push(`<div class="facts">${esc(t.tokens)}</div>`);
-  if (t.reasoning) parts.push(`<div class="reasoning"><b>reasoning</b>\n${esc(t.reasoning.excerpt.text)}</div>${t.reasoning.excerpt.complete ? '' : `<details><summary>all of the reasoning (${t.reasoning.excerpt.lines} lines)</summary><pre>${esc(t.reasoning.full)}</pre></details>`}`);
-  if (t.content) parts.push(`<div class="message">${esc(t.content.excerpt.text)}</div>${t.content.excerpt.complete ? '' : `<details><summary>the whole message (${t.content.excerpt.lines} lines)</summary><pre>${esc(t.content.full)}</pre></details>`}`);
+  if (t.reasoning)
+    parts.push(
+      `<div class="reasoning"><b>reasoning</b>\n${esc(t.reasoning.excerpt.text)}</div>${t.reasoning.excerpt.complete ? '' : `<details><summary>all of the reasoning (${t.reasoning.excerpt.lines} lines)</summary><pre>${esc(t.reasoning.full)}</pre></details>`}`,
+    );
+  if (t.content)
+    parts.push(
+      `<div class="message">${esc(t.content.excerpt.text)}</div>${t.content.excerpt.complete ? '' : `<details><summary>the whole message (${t.content.excerpt.lines} lines)</summary><pre>${esc(t.content.full)}</pre></details>`}`,
+    );
   if (!t.content && t.calls.length === 0) parts.push('<div class="note">empty message: no content, no tool call</div>');
   for (const c of t.calls) parts.push(callHtml(c));
   parts.push('</article>');
@@ -54,7 +65,12 @@ function turnHtml(t: TurnView): string {
 }
 
 function verifyHtml(v: VerifyView): string {
-  const facts = [`reward ${v.reward ?? 'none'}`, v.exitCode === null ? undefined : `test.sh exit ${v.exitCode}`, v.durationMs === null ? undefined : durationText(v.durationMs), v.source || undefined].filter((f) => f !== undefined);
+  const facts = [
+    `reward ${v.reward ?? 'none'}`,
+    v.exitCode === null ? undefined : `test.sh exit ${v.exitCode}`,
+    v.durationMs === null ? undefined : durationText(v.durationMs),
+    v.source || undefined,
+  ].filter((f) => f !== undefined);
   const metrics = Object.entries(v.metrics);
   return `<div class="verify"><div class="turn-head">Verifier (${esc(v.mode)})<span class="meta">${esc(facts.join(' · '))}</span></div>${metrics.length ? `<div class="facts">metrics: ${esc(metrics.map(([k, n]) => `${k}=${n}`).join(', '))}</div>` : ''}${sectionHtml(v.tail)}</div>`;
 }
@@ -85,7 +101,9 @@ export function rolloutHtml(view: RolloutView, options: PageOptions = {}): strin
     timings ? `<p class="facts">timings: ${esc(timings)}</p>` : '',
     `<p class="facts">trajectory: ${esc(view.storeLocation)}</p>`,
     view.storeWarning ? `<div class="evidence">${esc(view.storeWarning)}</div>` : '',
-    view.instruction ? `<details class="instruction"><summary>${esc(sizeLine('instruction', view.instruction.excerpt))}</summary><pre>${esc(view.instruction.full)}</pre></details>` : '',
+    view.instruction
+      ? `<details class="instruction"><summary>${esc(sizeLine('instruction', view.instruction.excerpt))}</summary><pre>${esc(view.instruction.full)}</pre></details>`
+      : '',
     '</header>',
     view.attempts.length === 0 ? '<p class="note">no attempt has started yet</p>' : '',
     ...view.attempts.map((a) => attemptHtml(a, view.attempts.length)),

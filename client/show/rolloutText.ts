@@ -47,7 +47,12 @@ function turnText(t: TurnView): string[] {
 }
 
 function verifyText(v: VerifyView): string[] {
-  const facts = [`reward ${v.reward ?? 'none'}`, v.exitCode === null ? undefined : `test.sh exit ${v.exitCode}`, v.durationMs === null ? undefined : durationText(v.durationMs), v.source || undefined].filter((f) => f !== undefined);
+  const facts = [
+    `reward ${v.reward ?? 'none'}`,
+    v.exitCode === null ? undefined : `test.sh exit ${v.exitCode}`,
+    v.durationMs === null ? undefined : durationText(v.durationMs),
+    v.source || undefined,
+  ].filter((f) => f !== undefined);
   const metrics = Object.entries(v.metrics);
   return [
     `verifier (${v.mode}) · ${facts.join(' · ')}`,

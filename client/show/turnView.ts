@@ -107,7 +107,12 @@ export function turnView(turn: TrajectoryTurn, options: ViewOptions, attemptEnde
   const { policy } = turn;
   // A harness's turn (policy kind harness): the commands it ran after this answer, as the bridge recorded them.
   const harnessCalls = policy.harnessRequest
-    ? turn.tools.map((record): ToolCallView => ({ callIndex: record.callIndex, name: record.name, ...describeCall({ id: record.toolCallId, type: 'function', function: { name: record.name, arguments: record.arguments } }, options), result: resultView(record, options) }))
+    ? turn.tools.map((record): ToolCallView => ({
+        callIndex: record.callIndex,
+        name: record.name,
+        ...describeCall({ id: record.toolCallId, type: 'function', function: { name: record.name, arguments: record.arguments } }, options),
+        result: resultView(record, options),
+      }))
     : undefined;
   const calls = harnessCalls ?? (policy.assistant.tool_calls ?? []).map((call, callIndex): ToolCallView => {
     const view: ToolCallView = { callIndex, name: call.function.name, ...describeCall(call, options) };
@@ -136,7 +141,10 @@ export function turnView(turn: TrajectoryTurn, options: ViewOptions, attemptEnde
 function restoredFact(from: { fromAttempt: number; fromRollout?: string }, tools: TrajectoryTurn['tools']): string {
   const replayed = tools.filter((t) => t.restored);
   const drifted = replayed.filter((t) => t.restored?.drift).length;
-  const calls = replayed.length === 0 ? '' : `; its ${replayed.length === 1 ? 'call' : `${replayed.length} calls`} replayed into this sandbox${drifted > 0 ? `, ${drifted} output${drifted === 1 ? '' : 's'} differing in text only (the recorded one is kept)` : ''}`;
+  const calls =
+    replayed.length === 0
+      ? ''
+      : `; its ${replayed.length === 1 ? 'call' : `${replayed.length} calls`} replayed into this sandbox${drifted > 0 ? `, ${drifted} output${drifted === 1 ? '' : 's'} differing in text only (the recorded one is kept)` : ''}`;
   const source = from.fromRollout ? `rollout ${from.fromRollout} (attempt ${from.fromAttempt + 1}), the branch's parent` : `attempt ${from.fromAttempt + 1}`;
   return `taken over from ${source} (the model was not asked again)${calls}`;
 }
@@ -145,7 +153,14 @@ function restoredFact(from: { fromAttempt: number; fromRollout?: string }, tools
 function samplingFact(sampling: TurnSampling | undefined): string {
   if (!sampling) return 'LOGPROBS UNVERIFIED: recorded before sampling was kept';
   const p = sampling.params;
-  const shape = [`temperature ${p.temperature ?? 'default'}`, p.top_k !== null && p.top_k > 0 ? `top_k ${p.top_k}` : '', p.top_p !== null && p.top_p < 1 ? `top_p ${p.top_p}` : '', p.min_p ? `min_p ${p.min_p}` : ''].filter(Boolean).join(' ');
+  const shape = [
+    `temperature ${p.temperature ?? 'default'}`,
+    p.top_k !== null && p.top_k > 0 ? `top_k ${p.top_k}` : '',
+    p.top_p !== null && p.top_p < 1 ? `top_p ${p.top_p}` : '',
+    p.min_p ? `min_p ${p.min_p}` : '',
+  ]
+    .filter(Boolean)
+    .join(' ');
   const head = `sampled at ${shape} on ${sampling.server} (${sampling.paramsFrom === 'server' ? 'as it reported' : 'as sent'}), ${sampling.logprobs} logprobs`;
   return sampling.mismatch ? `${head} · LOGPROBS NOT THE SAMPLING DISTRIBUTION'S: ${sampling.mismatch}` : head;
 }

@@ -32,13 +32,38 @@ export function headlineFacts(view: RolloutView): string[] {
   const r = state.result;
   const lines: string[] = [];
   const e = r?.experiment;
-  const policy = e ? (e.policy.kind === 'scripted' ? `scripted:${e.policy.script}` : e.policy.kind === 'harness' ? `${e.policy.harness} on ${e.policy.inference.model} at ${e.policy.inference.baseUrl}` : `${e.policy.model} at ${e.policy.baseUrl}`) : undefined;
-  lines.push([`task ${state.taskId}`, e ? `version ${e.taskVersion.slice(0, 12)}` : undefined, policy ? `policy ${policy}` : undefined, e ? `verify ${e.verifyMode}` : undefined, e?.resume === 'replay' ? 'resume by replay' : undefined, e?.workerBuild ? `build ${e.workerBuild.deploymentName}/${e.workerBuild.buildId}` : undefined].filter(Boolean).join(' · '));
+  const policy = e
+    ? e.policy.kind === 'scripted'
+      ? `scripted:${e.policy.script}`
+      : e.policy.kind === 'harness'
+        ? `${e.policy.harness} on ${e.policy.inference.model} at ${e.policy.inference.baseUrl}`
+        : `${e.policy.model} at ${e.policy.baseUrl}`
+    : undefined;
+  lines.push(
+    [
+      `task ${state.taskId}`,
+      e ? `version ${e.taskVersion.slice(0, 12)}` : undefined,
+      policy ? `policy ${policy}` : undefined,
+      e ? `verify ${e.verifyMode}` : undefined,
+      e?.resume === 'replay' ? 'resume by replay' : undefined,
+      e?.workerBuild ? `build ${e.workerBuild.deploymentName}/${e.workerBuild.buildId}` : undefined,
+    ]
+      .filter(Boolean)
+      .join(' · '),
+  );
   if (e?.network) lines.push(`network ${describeNetwork(e.network)}`);
   if (r) {
-    const advantage = state.advantage === undefined ? 'advantage: group not finished' : state.advantage === null ? 'no advantage (excluded from the baseline)' : `advantage ${state.advantage.toFixed(3)}`;
+    const advantage =
+      state.advantage === undefined
+        ? 'advantage: group not finished'
+        : state.advantage === null
+          ? 'no advantage (excluded from the baseline)'
+          : `advantage ${state.advantage.toFixed(3)}`;
     lines.push(`${r.valid ? 'valid' : 'not valid (outside the group baseline)'} · ${advantage} · ${r.attempts} attempt${r.attempts === 1 ? '' : 's'} · ${r.turns} turn${r.turns === 1 ? '' : 's'}`);
-    if (r.branch) lines.push(`branch of ${r.branch.parentRolloutId} at turn ${r.branch.atTurn}: ${r.branch.sharedTurns > 0 ? `shares its turns 0-${r.branch.sharedTurns - 1}` : 'shares no turn (replaying them diverged; it started afresh)'}`);
+    if (r.branch)
+      lines.push(
+        `branch of ${r.branch.parentRolloutId} at turn ${r.branch.atTurn}: ${r.branch.sharedTurns > 0 ? `shares its turns 0-${r.branch.sharedTurns - 1}` : 'shares no turn (replaying them diverged; it started afresh)'}`,
+      );
   }
   if (state.closeReason) lines.push(`closed: ${state.closeReason}`);
   if (state.startTime) lines.push(`started ${state.startTime.toISOString()}${state.closeTime ? `, closed ${state.closeTime.toISOString()}` : ''}`);
@@ -76,6 +101,7 @@ export function resumeFact(a: AttemptView): string | undefined {
     return `${r.fromRollout ? 'branched' : 'resumed'} at turn ${r.turns}: turns 0-${r.turns - 1} taken over from ${source}, restored by replaying ${r.replayedCalls} tool call${r.replayedCalls === 1 ? '' : 's'} in ${durationText(r.replayMs)} (${checked}${drift})${next}`;
   }
   const d = a.summary?.divergence;
-  if (d) return `${d.fromRollout ? 'branch prefix refused' : 'resume refused'}: the replay of ${d.fromRollout ? `${d.fromRollout} (attempt ${d.fromAttempt + 1})` : `attempt ${d.fromAttempt + 1}`} diverged at turn ${d.turn}, call ${d.callIndex} (${d.what}); started at turn 0 on a fresh sandbox`;
+  if (d)
+    return `${d.fromRollout ? 'branch prefix refused' : 'resume refused'}: the replay of ${d.fromRollout ? `${d.fromRollout} (attempt ${d.fromAttempt + 1})` : `attempt ${d.fromAttempt + 1}`} diverged at turn ${d.turn}, call ${d.callIndex} (${d.what}); started at turn 0 on a fresh sandbox`;
   return undefined;
 }

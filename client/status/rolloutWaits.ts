@@ -68,7 +68,10 @@ export async function rolloutWaits(client: Client, batchId: string, now: () => n
         lines.push(`${id}: ${name} waiting ${secs(t - since)} for a worker on ${queue ?? 'its task queue'}${pollers}${failure}`);
       } else if (a.state === PendingActivityState.PENDING_ACTIVITY_STATE_STARTED) {
         const beat = millis(a.lastHeartbeatTime) ?? millis(a.lastStartedTime);
-        if (beat !== undefined && t - beat > SILENT_MS) lines.push(`${id}: ${name} on ${a.lastWorkerIdentity || 'a worker'}: no heartbeat for ${secs(t - beat)} (the server retries it once its heartbeat timeout passes)`);
+        if (beat !== undefined && t - beat > SILENT_MS)
+          lines.push(
+            `${id}: ${name} on ${a.lastWorkerIdentity || 'a worker'}: no heartbeat for ${secs(t - beat)} (the server retries it once its heartbeat timeout passes)`,
+          );
       }
     }
   }

@@ -142,11 +142,32 @@ export async function checkTask(task: LoadedTask, provider: SandboxProvider, opt
       // Offline in a clean room: the room itself gets no network.
       const outcome = await verifyByMode(verifyMode, provider, handle, task, c.offline ? { ...spec, network: 'none' } : spec, environment.verify);
       const tail = run ? `solution (exit ${run.exitCode}): ${solutionTail(run)}\nverifier: ${outcome.outputTail}` : `verifier: ${outcome.outputTail}`;
-      const unreachable = { oracle: run ? [...unreachableHosts(`${run.stdout}\n${run.stderr}`, provided), ...pinnedFromArchive(`${run.stdout}\n${run.stderr}`)] : [], verifier: unreachableHosts(outcome.outputTail, provided) };
-      return { name: c.name, expected: c.expected, reward: outcome.reward, passed: outcome.reward === c.expected, error: undefined, outputTail: tail, verifySec: outcome.durationMs / 1000, unreachable };
+      const unreachable = {
+        oracle: run ? [...unreachableHosts(`${run.stdout}\n${run.stderr}`, provided), ...pinnedFromArchive(`${run.stdout}\n${run.stderr}`)] : [],
+        verifier: unreachableHosts(outcome.outputTail, provided),
+      };
+      return {
+        name: c.name,
+        expected: c.expected,
+        reward: outcome.reward,
+        passed: outcome.reward === c.expected,
+        error: undefined,
+        outputTail: tail,
+        verifySec: outcome.durationMs / 1000,
+        unreachable,
+      };
     } catch (err) {
       const error = err instanceof Error ? err.message : String(err);
-      return { name: c.name, expected: c.expected, reward: undefined, passed: false, error, outputTail: undefined, verifySec: undefined, unreachable: { oracle: [], verifier: unreachableHosts(error, provided) } };
+      return {
+        name: c.name,
+        expected: c.expected,
+        reward: undefined,
+        passed: false,
+        error,
+        outputTail: undefined,
+        verifySec: undefined,
+        unreachable: { oracle: [], verifier: unreachableHosts(error, provided) },
+      };
     } finally {
       await provider.teardown(handle);
     }
@@ -156,9 +177,23 @@ export async function checkTask(task: LoadedTask, provider: SandboxProvider, opt
   // A reference solution that fails while its output names hosts out of reach: the outside world, not the task.
   const oracle = runs.find((r) => r.name === 'reference solution');
   const needsInternet: OutsideWorldNeed | undefined =
-    oracle && !oracle.passed ? (oracle.unreachable.oracle.length > 0 ? { hosts: oracle.unreachable.oracle, stage: 'oracle' } : oracle.unreachable.verifier.length > 0 ? { hosts: oracle.unreachable.verifier, stage: 'verifier' } : undefined) : undefined;
+    oracle && !oracle.passed
+      ? oracle.unreachable.oracle.length > 0
+        ? { hosts: oracle.unreachable.oracle, stage: 'oracle' }
+        : oracle.unreachable.verifier.length > 0
+          ? { hosts: oracle.unreachable.verifier, stage: 'verifier' }
+          : undefined
+      : undefined;
   const problems: TaskCheckCase[] = [];
-  if (!task.solutionScript) problems.push({ name: 'reference solution', expected: 1, reward: undefined, passed: false, error: 'solution/solve.sh is missing: without it nothing shows the task can score 1', outputTail: undefined });
+  if (!task.solutionScript)
+    problems.push({
+      name: 'reference solution',
+      expected: 1,
+      reward: undefined,
+      passed: false,
+      error: 'solution/solve.sh is missing: without it nothing shows the task can score 1',
+      outputTail: undefined,
+    });
   const all = [...results, ...problems];
 
   const honest = runs.flatMap((r) => (r.verifySec === undefined ? [] : [r.verifySec]));
@@ -197,5 +232,9 @@ function offlineVerdict(offline: CaseRun | undefined, online: TaskCheckCase | un
   if (!online?.passed) return { needsNetwork: undefined, reward: offline.reward, note: 'not judged: the reference solution does not score 1 with the network either' };
   if (offline.reward === 1) return { needsNetwork: false, reward: 1, note: 'the reference solution scores 1 with the network cut before the tests: the verdict does not depend on the outside world' };
   const got = offline.reward === undefined ? `no reward (${offline.error ?? 'the verifier failed'})` : `reward ${offline.reward}`;
-  return { needsNetwork: true, reward: offline.reward, note: `the reference solution scores 1 online but ${got} with the network cut before the tests: the verifier needs the outside world, so its verdict depends on it` };
+  return {
+    needsNetwork: true,
+    reward: offline.reward,
+    note: `the reference solution scores 1 online but ${got} with the network cut before the tests: the verifier needs the outside world, so its verdict depends on it`,
+  };
 }

@@ -45,11 +45,19 @@ export async function serverLogprobs(baseUrl: string, ids: readonly number[], po
       id_slot: options.slot ?? 0,
       samplers: ['temperature'],
     };
-    const res = await fetch(`${root}/completion`, { method: 'POST', headers: { 'content-type': 'application/json' }, body: JSON.stringify(body), signal: AbortSignal.timeout(options.timeoutMs ?? 120_000) });
+    const res = await fetch(`${root}/completion`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(body),
+      signal: AbortSignal.timeout(options.timeoutMs ?? 120_000),
+    });
     const text = await res.text();
     if (!res.ok) throw new ServerScoringError(`${root}/completion answered ${res.status} for position ${p}: ${text.slice(0, 300)}`);
     const first = (JSON.parse(text) as CompletionProbs).completion_probabilities?.[0];
-    if (!first || first.id !== token) throw new ServerScoringError(`${root}/completion did not return token ${token} at position ${p} with its probability (got ${JSON.stringify(first)?.slice(0, 200)}): is it a llama.cpp server?`);
+    if (!first || first.id !== token)
+      throw new ServerScoringError(
+        `${root}/completion did not return token ${token} at position ${p} with its probability (got ${JSON.stringify(first)?.slice(0, 200)}): is it a llama.cpp server?`,
+      );
     const logprob = first.logprob ?? (first.prob !== undefined ? Math.log(first.prob) : undefined);
     if (logprob === undefined) throw new ServerScoringError(`${root}/completion returned no probability for position ${p}`);
     out.push(logprob);

@@ -83,7 +83,10 @@ export async function runTrainerStep(options: TrainerStepOptions): Promise<Train
     });
     child.on('close', (c, signal) => resolve(c ?? `signal ${signal}`));
   });
-  if (code !== 0) throw new TrainerStepError(`rollout_trainer.grpo on ${options.samples} ended with ${typeof code === 'number' ? `exit ${code}` : code}:\n${stderr.trim().split('\n').slice(-12).join('\n')}`);
+  if (code !== 0)
+    throw new TrainerStepError(
+      `rollout_trainer.grpo on ${options.samples} ended with ${typeof code === 'number' ? `exit ${code}` : code}:\n${stderr.trim().split('\n').slice(-12).join('\n')}`,
+    );
   const last = stdout.trim().split('\n').at(-1) ?? '';
   try {
     return JSON.parse(last) as TrainerStepReport;

@@ -51,7 +51,11 @@ function looksLikeGguf(path: string): string | undefined {
  */
 export async function syncAdapter(server: RunningLlamaServer, options: LlamaServerOptions, adapterGguf: string): Promise<SyncedServer> {
   const unreadable = looksLikeGguf(adapterGguf);
-  if (unreadable) throw new WeightSyncError(`adapter ${adapterGguf} ${unreadable}: convert the trained adapter first (python -m rollout_trainer.grpo --out DIR --convert writes DIR/adapter.gguf); the server keeps its weights`, server);
+  if (unreadable)
+    throw new WeightSyncError(
+      `adapter ${adapterGguf} ${unreadable}: convert the trained adapter first (python -m rollout_trainer.grpo --out DIR --convert writes DIR/adapter.gguf); the server keeps its weights`,
+      server,
+    );
   const previous = server.lora?.path;
   const started = performance.now();
   await server.stop();
@@ -65,8 +69,14 @@ export async function syncAdapter(server: RunningLlamaServer, options: LlamaServ
     try {
       restored = await startLlamaServer({ ...options, port: server.port, ...(previous ? { lora: previous } : {}) });
     } catch (again) {
-      throw new WeightSyncError(`the llama.cpp server did not start with adapter ${adapterGguf}, nor again with its previous weights (${previous ?? 'the model alone'}): ${(again as Error).message}\nwith the adapter: ${reason}`, undefined);
+      throw new WeightSyncError(
+        `the llama.cpp server did not start with adapter ${adapterGguf}, nor again with its previous weights (${previous ?? 'the model alone'}): ${(again as Error).message}\nwith the adapter: ${reason}`,
+        undefined,
+      );
     }
-    throw new WeightSyncError(`the llama.cpp server refused adapter ${adapterGguf}; it serves its previous weights again (${previous ?? 'the model alone'}), the policy version stays. llama.cpp said:\n${reason}`, restored);
+    throw new WeightSyncError(
+      `the llama.cpp server refused adapter ${adapterGguf}; it serves its previous weights again (${previous ?? 'the model alone'}), the policy version stays. llama.cpp said:\n${reason}`,
+      restored,
+    );
   }
 }

@@ -23,7 +23,16 @@ export function requestRouting(kind: ServerKind, sessionKey: string, policyVersi
   const headers = { [SESSION_HEADER]: sessionKey };
   if (kind === 'vllm') {
     const salt = `policy-v${policyVersion}`;
-    return { headers, body: { cache_salt: salt }, routing: { sessionKey, sessionHeader: SESSION_HEADER, cacheSalt: salt, cacheSaltNote: 'sent as cache_salt; vLLM keeps prefix-cache entries of different salts apart' } };
+    return {
+      headers,
+      body: { cache_salt: salt },
+      routing: {
+        sessionKey,
+        sessionHeader: SESSION_HEADER,
+        cacheSalt: salt,
+        cacheSaltNote: 'sent as cache_salt; vLLM keeps prefix-cache entries of different salts apart',
+      },
+    };
   }
   const why = kind === 'openai' ? 'a generic OpenAI-compatible endpoint documents no cache salt' : `${kind} has no per-request prefix-cache salt`;
   return { headers, body: {}, routing: { sessionKey, sessionHeader: SESSION_HEADER, cacheSalt: null, cacheSaltNote: `not sent: ${why}` } };

@@ -25,7 +25,13 @@ export interface NextPrompt {
   problem?: string;
 }
 
-export async function nextPromptIds(endpoints: ServerEndpoints, render: RenderPrompt, messages: readonly ChatMessage[], tools: readonly ToolSchema[], previous: TurnTokens | null): Promise<NextPrompt> {
+export async function nextPromptIds(
+  endpoints: ServerEndpoints,
+  render: RenderPrompt,
+  messages: readonly ChatMessage[],
+  tools: readonly ToolSchema[],
+  previous: TurnTokens | null,
+): Promise<NextPrompt> {
   const fresh = async (): Promise<number[]> => endpoints.tokenize(await render(messages, tools), true);
   if (!previous) return { ids: await fresh() };
   let last = -1;
@@ -36,7 +42,7 @@ export async function nextPromptIds(endpoints: ServerEndpoints, render: RenderPr
   const probe: ChatMessage[] = [...system, { role: 'user', content: 'u' }, { role: 'assistant', content: 'a' }];
   const [withAdded, alone] = await Promise.all([render([...probe, ...added], tools), render(probe, tools)]);
   if (!withAdded.startsWith(alone)) {
-    return { ids: await fresh(), problem: "the chat template does not render new messages as a continuation of the conversation (not prefix-stable)" };
+    return { ids: await fresh(), problem: 'the chat template does not render new messages as a continuation of the conversation (not prefix-stable)' };
   }
   let text = withAdded.slice(alone.length);
   const lastId = previous.completionIds.at(-1);

@@ -77,7 +77,11 @@ export class TokenLevelPolicy implements PolicyClient {
       });
     }
     const choice = parsed.choices?.[0];
-    if (!choice || typeof choice.text !== 'string') throw ApplicationFailure.create({ type: failureName({ failureClass: 'infra', type: 'policy_unavailable' }), message: `policy endpoint ${url} sent no choices[0].text` });
+    if (!choice || typeof choice.text !== 'string')
+      throw ApplicationFailure.create({
+        type: failureName({ failureClass: 'infra', type: 'policy_unavailable' }),
+        message: `policy endpoint ${url} sent no choices[0].text`,
+      });
     const text = choice.text;
     const configured = toolCallParsersOf(this.config.toolCallParser).filter((p) => p !== 'server');
     const read = readToolCalls({ content: text, serverCalls: [] }, configured.length > 0 ? configured : ['hermes-tags', 'fenced-json'], (i) => `call_${request.turn}_${i}`);

@@ -87,8 +87,18 @@ export class KubernetesSandboxProvider implements SandboxProvider {
           // A namespace ResourceQuota that is used up answers 403 too, but it is capacity, not a missing
           // permission: the attempt fails retryable and the rollout waits for pods to finish.
           const quota = code === 403 ? quotaExceeded(err) : undefined;
-          if (quota !== undefined) throw infra('provision_failed', `the namespace ${this.options.namespace} is at its ResourceQuota (${quota}); the attempt is retried when pods finish: raise the quota or lower the batch's concurrency`, err);
-          if (code === 403) throw infra('capability_missing', `the API server refused to create pods in ${this.options.namespace} (403): grant the worker's ServiceAccount the Role in deploy/kubernetes`, err);
+          if (quota !== undefined)
+            throw infra(
+              'provision_failed',
+              `the namespace ${this.options.namespace} is at its ResourceQuota (${quota}); the attempt is retried when pods finish: raise the quota or lower the batch's concurrency`,
+              err,
+            );
+          if (code === 403)
+            throw infra(
+              'capability_missing',
+              `the API server refused to create pods in ${this.options.namespace} (403): grant the worker's ServiceAccount the Role in deploy/kubernetes`,
+              err,
+            );
           throw infra('provision_failed', `cannot create a sandbox pod in ${this.options.namespace}: ${err instanceof Error ? err.message : String(err)}`, err);
         }
         const retryAfter = err instanceof ApiException ? Number((err.headers as Record<string, string> | undefined)?.['retry-after']) : NaN;
@@ -119,13 +129,21 @@ export class KubernetesSandboxProvider implements SandboxProvider {
       if (Date.now() > deadline) {
         await this.deletePod(name, 0).catch(() => false); // never Running: out of the API at once (its node, if any, stops what it started)
         const waiting = pod.status?.containerStatuses?.[0]?.state?.waiting;
-        throw infra('provision_timeout', `sandbox pod ${name} not Running after ${(this.options.readyTimeoutMs ?? 120_000) / 1000} s (phase ${phase ?? 'unknown'}${waiting ? `, ${waiting.reason}: ${waiting.message ?? ''}` : ''}); deleted`);
+        throw infra(
+          'provision_timeout',
+          `sandbox pod ${name} not Running after ${(this.options.readyTimeoutMs ?? 120_000) / 1000} s (phase ${phase ?? 'unknown'}${waiting ? `, ${waiting.reason}: ${waiting.message ?? ''}` : ''}); deleted`,
+        );
       }
       await new Promise((r) => setTimeout(r, 200));
     }
     const handle: KubernetesSandboxHandle = { provider: 'kubernetes', id: name, namespace: this.options.namespace, container: CONTAINER, uid, workdir: spec.workdir };
     const byPod = (requested: unknown): EnforcedLimits[keyof EnforcedLimits] => (requested === undefined ? 'not-requested' : 'pod-limits');
-    const enforcedLimits: EnforcedLimits = { memory: byPod(spec.limits.memoryMb), cpu: byPod(spec.limits.cpus), disk: byPod(spec.limits.diskMb), pids: spec.limits.pids === undefined ? 'not-requested' : 'not-enforced' };
+    const enforcedLimits: EnforcedLimits = {
+      memory: byPod(spec.limits.memoryMb),
+      cpu: byPod(spec.limits.cpus),
+      disk: byPod(spec.limits.diskMb),
+      pids: spec.limits.pids === undefined ? 'not-requested' : 'not-enforced',
+    };
     // The kubelet reports the image it runs as repo@sha256:... (the manifest pulled); a fake node may report none.
     const status = running.status?.containerStatuses?.find((c) => c.name === CONTAINER);
     const digest = /(sha256:[0-9a-f]{64})$/.exec(status?.imageID ?? '')?.[1];
@@ -139,7 +157,13 @@ export class KubernetesSandboxProvider implements SandboxProvider {
   }
 
   /** Runs argv in the pod; resolves with the exit code and bounded output. */
-  private async run(h: KubernetesSandboxHandle, argv: string[], maxOutputBytes: number, hardTimeoutMs: number, signal?: AbortSignal): Promise<{ exitCode: number; stdout: BoundedOutput; stderr: BoundedOutput }> {
+  private async run(
+    h: KubernetesSandboxHandle,
+    argv: string[],
+    maxOutputBytes: number,
+    hardTimeoutMs: number,
+    signal?: AbortSignal,
+  ): Promise<{ exitCode: number; stdout: BoundedOutput; stderr: BoundedOutput }> {
     const stdout = new BoundedOutput(maxOutputBytes);
     const stderr = new BoundedOutput(maxOutputBytes);
     const out = new PassThrough();
@@ -235,7 +259,19 @@ export class KubernetesSandboxProvider implements SandboxProvider {
   async readFile(handle: SandboxHandle, path: string, options: ReadFileOptions = {}): Promise<Uint8Array> {
     const h = this.parseHandle(handle);
     const maxBytes = options.maxBytes ?? 64 * 1024 * 1024;
-    const r = await this.run(h, ['sh', '-c', 'f="$1"; [ -f "$f" ] || { echo "$f: No such file or directory" >&2; exit 2; }; n=$(wc -c < "$f"); [ "$n" -le "$2" ] || { echo "too large: $n bytes" >&2; exit 3; }; base64 < "$f"', 'sh', path, String(maxBytes)], Math.ceil((maxBytes * 4) / 3) + 1024 * 1024, 300_000);
+    const r = await this.run(
+      h,
+      [
+        'sh',
+        '-c',
+        'f="$1"; [ -f "$f" ] || { echo "$f: No such file or directory" >&2; exit 2; }; n=$(wc -c < "$f"); [ "$n" -le "$2" ] || { echo "too large: $n bytes" >&2; exit 3; }; base64 < "$f"',
+        'sh',
+        path,
+        String(maxBytes),
+      ],
+      Math.ceil((maxBytes * 4) / 3) + 1024 * 1024,
+      300_000,
+    );
     if (r.exitCode === 3) throw new RangeError(`readFile ${path}: the file has more than ${maxBytes} bytes (maxBytes; ${r.stderr.text().trim()}); read it in parts with exec (head -c / tail -c)`);
     if (r.exitCode !== 0) throw new Error(`cannot read ${path} in sandbox pod ${h.id}: ${r.stderr.text().trim() || `exit ${r.exitCode}`}`);
     return new Uint8Array(Buffer.from(r.stdout.text().replace(/\s+/g, ''), 'base64'));

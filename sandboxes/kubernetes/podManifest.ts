@@ -41,7 +41,12 @@ export function labelValue(value: string): string {
 
 export function sandboxPod(id: string, spec: ResolvedSandboxSpec, options: PodPlacement): V1Pod {
   const image = spec.image ?? options.defaultImage;
-  if (!image) throw new ClassifiedError('task', 'invalid_spec', 'the Kubernetes sandbox provider needs a container image: set [environment].docker_image in task.toml (or a default image for the provider)');
+  if (!image)
+    throw new ClassifiedError(
+      'task',
+      'invalid_spec',
+      'the Kubernetes sandbox provider needs a container image: set [environment].docker_image in task.toml (or a default image for the provider)',
+    );
   const limits: Record<string, string> = {};
   if (spec.limits.memoryMb !== undefined) limits.memory = `${spec.limits.memoryMb}Mi`;
   if (spec.limits.cpus !== undefined) limits.cpu = `${Math.round(spec.limits.cpus * 1000)}m`;

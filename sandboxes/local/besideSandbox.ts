@@ -41,7 +41,10 @@ export async function provisionBeside(ctx: LocalSandboxContext, of: LocalSandbox
     throw sandboxError('sandbox_lost', `sandbox ${of.id} is gone: nothing to launch a sandbox beside`);
   }
   if (!first.spec) {
-    throw sandboxError('provision_failed', `sandbox ${of.id} was provisioned by an older worker that did not record its spec; a sandbox beside it cannot be built (verify it clean-room, or tear it down and run the rollout again)`);
+    throw sandboxError(
+      'provision_failed',
+      `sandbox ${of.id} was provisioned by an older worker that did not record its spec; a sandbox beside it cannot be built (verify it clean-room, or tear it down and run the rollout again)`,
+    );
   }
   const launcherStart = processStartTime(first.launcherPid);
   if (launcherStart === undefined) throw sandboxError('sandbox_lost', `sandbox ${of.id} is gone: its launcher (pid ${first.launcherPid}) no longer runs`);
@@ -61,7 +64,14 @@ export async function provisionBeside(ctx: LocalSandboxContext, of: LocalSandbox
         if (ctx.helper) {
           return helperBesideArgv(
             ctx.helper,
-            { cgroupProcFiles: cgroup?.procFiles ?? [], memoryRlimitBytes, mountOf: { pid: first.launcherPid as number, pidStartTime: launcherStart }, networkOf: { pid: of.pid, pidStartTime: of.pidStartTime }, exitFile, execSocket },
+            {
+              cgroupProcFiles: cgroup?.procFiles ?? [],
+              memoryRlimitBytes,
+              mountOf: { pid: first.launcherPid as number, pidStartTime: launcherStart },
+              networkOf: { pid: of.pid, pidStartTime: of.pidStartTime },
+              exitFile,
+              execSocket,
+            },
             bwrap,
           );
         }

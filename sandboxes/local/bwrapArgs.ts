@@ -50,15 +50,31 @@ function initArgs(spec: ResolvedSandboxSpec, programs: HostPrograms, execServer:
  * tmpfs of its own anyway). `beside.scratch`: a directory on the first sandbox's writable layer on
  * disk, outside its overlay (the agent never sees it), that holds those four; else they are tmpfs.
  */
-export async function bwrapArgs(spec: ResolvedSandboxSpec, stateDir: string, diskMb: number, etcDir: string, programs: HostPrograms, execServer: boolean, beside: { scratch: string | null } | null = null): Promise<string[]> {
+export async function bwrapArgs(
+  spec: ResolvedSandboxSpec,
+  stateDir: string,
+  diskMb: number,
+  etcDir: string,
+  programs: HostPrograms,
+  execServer: boolean,
+  beside: { scratch: string | null } | null = null,
+): Promise<string[]> {
   const args = ['--unshare-pid', '--unshare-ipc', '--unshare-uts', '--unshare-cgroup-try', '--hostname', 'sandbox'];
   // 'public': a namespace of its own too, which slirp4netns connects once the sandbox is up (userNetwork.ts).
   if (spec.network !== 'host' && !beside) args.push('--unshare-net');
-  if (spec.rootfs) return [...args, ...imageRootArgs(spec, stateDir, etcDir, beside ? { sizeMb: diskMb, scratch: beside.scratch } : null), '--chdir', spec.workdir, ...initArgs(spec, programs, execServer)];
+  if (spec.rootfs)
+    return [
+      ...args,
+      ...imageRootArgs(spec, stateDir, etcDir, beside ? { sizeMb: diskMb, scratch: beside.scratch } : null),
+      '--chdir',
+      spec.workdir,
+      ...initArgs(spec, programs, execServer),
+    ];
   args.push('--ro-bind', '/usr', '/usr');
   args.push(...(await hostRootBinds()));
   args.push('--perms', '0755', '--dir', '/etc');
-  for (const name of ['passwd', 'group', 'hosts', 'hostname', ...(spec.network === 'public' ? ['resolv.conf'] : [])]) args.push('--ro-bind', join(etcDir, name), `/etc/${name}`);
+  for (const name of ['passwd', 'group', 'hosts', 'hostname', ...(spec.network === 'public' ? ['resolv.conf'] : [])])
+    args.push('--ro-bind', join(etcDir, name), `/etc/${name}`);
   for (const name of HOST_ETC_ENTRIES) args.push('--ro-bind-try', `/etc/${name}`, `/etc/${name}`);
   args.push('--proc', '/proc', '--dev', '/dev');
   // Root without capabilities may still write the sysctls of /proc/sys (mode 0644, root-owned), and

@@ -25,7 +25,11 @@ export type WritableLayer = 'tmpfs' | 'disk';
 export function writableLayerSetting(env: NodeJS.ProcessEnv = process.env): WritableLayer {
   const value = env.ROLLOUT_WRITABLE_LAYER ?? 'disk';
   if (value !== 'disk' && value !== 'tmpfs') {
-    throw new ClassifiedError('infra', 'capability_missing', `ROLLOUT_WRITABLE_LAYER=${value}: not a writable layer. Fix: set it to disk (an ext4 file per sandbox, as Docker's layer) or tmpfs (memory, counted against the sandbox's memory limit)`);
+    throw new ClassifiedError(
+      'infra',
+      'capability_missing',
+      `ROLLOUT_WRITABLE_LAYER=${value}: not a writable layer. Fix: set it to disk (an ext4 file per sandbox, as Docker's layer) or tmpfs (memory, counted against the sandbox's memory limit)`,
+    );
   }
   return value;
 }
@@ -36,7 +40,11 @@ async function tool(file: string, args: string[]): Promise<string> {
   } catch (err) {
     const e = err as { code?: string; stderr?: string; message: string };
     const why = e.code === 'ENOENT' ? `${file} is not installed` : (e.stderr?.trim() || e.message);
-    throw new ClassifiedError('infra', 'capability_missing', `the sandbox's writable layer on disk: ${file} ${args.join(' ')} failed: ${why}. Fix: install util-linux and e2fsprogs and make loop devices available (modprobe loop), or set ROLLOUT_WRITABLE_LAYER=tmpfs`);
+    throw new ClassifiedError(
+      'infra',
+      'capability_missing',
+      `the sandbox's writable layer on disk: ${file} ${args.join(' ')} failed: ${why}. Fix: install util-linux and e2fsprogs and make loop devices available (modprobe loop), or set ROLLOUT_WRITABLE_LAYER=tmpfs`,
+    );
   }
 }
 
@@ -71,7 +79,12 @@ export async function releaseDiskLayer(stateDir: string): Promise<string[]> {
     await new Promise((resolve) => setTimeout(resolve, waitMs));
     left = await attached();
   }
-  if (left.length > 0) throw new ClassifiedError('infra', 'capability_missing', `the sandbox's writable layer ${image} is still attached to ${left.join(', ')} after losetup --detach. Fix: check what holds it (losetup --list) and detach it`);
+  if (left.length > 0)
+    throw new ClassifiedError(
+      'infra',
+      'capability_missing',
+      `the sandbox's writable layer ${image} is still attached to ${left.join(', ')} after losetup --detach. Fix: check what holds it (losetup --list) and detach it`,
+    );
   return devices;
 }
 

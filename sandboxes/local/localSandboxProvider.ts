@@ -117,7 +117,13 @@ export class LocalSandboxProvider implements SandboxProvider {
       checkHostCapabilities(this.ctx.programs);
       const etc = this.ctx.etcDir;
       await mkdir(etc, { recursive: true });
-      await Promise.all([writeFile(join(etc, 'passwd'), PASSWD), writeFile(join(etc, 'group'), GROUP), writeFile(join(etc, 'hosts'), HOSTS), writeFile(join(etc, 'hostname'), 'sandbox\n'), writeFile(join(etc, 'resolv.conf'), SANDBOX_RESOLV_CONF)]);
+      await Promise.all([
+        writeFile(join(etc, 'passwd'), PASSWD),
+        writeFile(join(etc, 'group'), GROUP),
+        writeFile(join(etc, 'hosts'), HOSTS),
+        writeFile(join(etc, 'hostname'), 'sandbox\n'),
+        writeFile(join(etc, 'resolv.conf'), SANDBOX_RESOLV_CONF),
+      ]);
     })().catch((err: unknown) => {
       this.hostReady = undefined;
       if (err instanceof ClassifiedError) throw err;

@@ -94,7 +94,17 @@ export async function provisionSandbox(ctx: LocalSandboxContext, spec: ResolvedS
     // An image sandbox's writable layer on disk (as Docker's) unless the host says tmpfs: its loop device, mounted by the launcher.
     const layerDevice = spec.rootfs && ctx.writableLayer === 'disk' ? await createDiskLayer(stateDir, diskMb) : undefined;
     return await launch(ctx, spec, id, stateDir, record, {
-      argv: async (cgroup, memoryRlimitBytes, execSocket) => launcherArgv(ctx, cgroup, memoryRlimitBytes, spec, stateDir, layerDevice ?? `${diskMb}m`, execSocket, await bwrapArgs(spec, stateDir, diskMb, ctx.etcDir, ctx.programs, execSocket !== null)),
+      argv: async (cgroup, memoryRlimitBytes, execSocket) =>
+        launcherArgv(
+          ctx,
+          cgroup,
+          memoryRlimitBytes,
+          spec,
+          stateDir,
+          layerDevice ?? `${diskMb}m`,
+          execSocket,
+          await bwrapArgs(spec, stateDir, diskMb, ctx.etcDir, ctx.programs, execSocket !== null),
+        ),
       diskLayer: layerDevice !== undefined,
       userNetwork: spec.network === 'public',
     });
@@ -119,21 +129,50 @@ export function execServerSocket(ctx: LocalSandboxContext, stateDir: string): st
 }
 
 /** `layer`: the writable layer, a tmpfs size (`1024m`) or the loop device of its file on disk (`/dev/loop3`). */
-function launcherArgv(ctx: LocalSandboxContext, cgroup: CgroupPlacement | undefined, memoryRlimitBytes: number | null, spec: ResolvedSandboxSpec, stateDir: string, layer: string, execSocket: string | null, bwrap: string[]): string[] {
+function launcherArgv(
+  ctx: LocalSandboxContext,
+  cgroup: CgroupPlacement | undefined,
+  memoryRlimitBytes: number | null,
+  spec: ResolvedSandboxSpec,
+  stateDir: string,
+  layer: string,
+  execSocket: string | null,
+  bwrap: string[],
+): string[] {
   const lower = spec.rootfs ?? spec.environmentDir;
   if (ctx.helper) {
     return helperLaunchArgv(
       ctx.helper,
-      { cgroupProcFiles: cgroup?.procFiles ?? [], memoryRlimitBytes, rwDir: join(stateDir, 'rw'), mergedDir: join(stateDir, 'merged'), exitFile: join(stateDir, INIT_EXIT_FILE), lower, size: layer, execSocket },
+      {
+        cgroupProcFiles: cgroup?.procFiles ?? [],
+        memoryRlimitBytes,
+        rwDir: join(stateDir, 'rw'),
+        mergedDir: join(stateDir, 'merged'),
+        exitFile: join(stateDir, INIT_EXIT_FILE),
+        lower,
+        size: layer,
+        execSocket,
+      },
       [ctx.programs.bwrap, ...bwrap],
     );
   }
   return [
     ...(cgroup && cgroup.procFiles.length > 0 ? [ctx.programs.sh, '-c', JOIN_CGROUP_SCRIPT, 'rollout-join-cgroup'] : []),
     ...(memoryRlimitBytes !== null ? [ctx.programs.prlimit, `--as=${memoryRlimitBytes}`, '--'] : []),
-    ctx.programs.unshare, '--mount', '--propagation', 'private', '--',
-    ctx.programs.sh, '-c', MOUNT_SCRIPT, 'rollout-sandbox-mount', stateDir, lower, layer,
-    ctx.programs.bwrap, ...bwrap,
+    ctx.programs.unshare,
+    '--mount',
+    '--propagation',
+    'private',
+    '--',
+    ctx.programs.sh,
+    '-c',
+    MOUNT_SCRIPT,
+    'rollout-sandbox-mount',
+    stateDir,
+    lower,
+    layer,
+    ctx.programs.bwrap,
+    ...bwrap,
   ];
 }
 

@@ -61,4 +61,19 @@ export const HOSTS = '127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost
 /** Parts of /proc that write to the host kernel; the sysctls under /proc/sys/net stay per namespace when bound from the host. */
 export const PROC_READ_ONLY = ['/proc/sys', '/proc/sysrq-trigger', '/proc/fs', '/proc/bus', '/proc/irq'];
 /** Host /etc entries that programs need and that say nothing about the host. */
-export const HOST_ETC_ENTRIES = ['ld.so.cache', 'ld.so.conf', 'ld.so.conf.d', 'alternatives', 'nsswitch.conf', 'localtime', 'ssl', 'ca-certificates', 'mime.types', 'python3', 'python3.11', 'bash.bashrc', 'inputrc', 'profile'];
+export const HOST_ETC_ENTRIES = [
+  'ld.so.cache',
+  'ld.so.conf',
+  'ld.so.conf.d',
+  'alternatives',
+  'nsswitch.conf',
+  'localtime',
+  'ssl',
+  'ca-certificates',
+  'mime.types',
+  'python3',
+  'python3.11',
+  'bash.bashrc',
+  'inputrc',
+  'profile',
+];

@@ -55,7 +55,8 @@ export class StateDigester {
     const record = await this.ctx.registry.get(h.id);
     if (!record?.handle || record.launcherPid === null) throw sandboxError('sandbox_lost', `sandbox ${h.id} has no record or launcher; it was torn down`);
     const launcherStart = processStartTime(record.launcherPid);
-    if (launcherStart === undefined || !isLiveProcess(h.pid, h.pidStartTime)) throw sandboxError('sandbox_lost', `sandbox ${h.id} is gone: its init (pid ${h.pid}) or launcher (pid ${record.launcherPid}) no longer runs`);
+    if (launcherStart === undefined || !isLiveProcess(h.pid, h.pidStartTime))
+      throw sandboxError('sandbox_lost', `sandbox ${h.id} is gone: its init (pid ${h.pid}) or launcher (pid ${record.launcherPid}) no longer runs`);
     const image = record.spec?.rootfs !== undefined;
     // The launcher's mount namespace holds the writable layer; the init's, the tmpfs mounts.
     const roots: Root[] = [{ mount: image ? '/' : h.workdir, hostPath: `/proc/${record.launcherPid}/root${join(record.stateDir, 'rw', 'upper')}` }];

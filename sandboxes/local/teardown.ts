@@ -82,7 +82,11 @@ export async function teardownSandbox(ctx: LocalSandboxContext, handleOrId: Sand
   // A sandbox beside another mounted nothing of its own there (its namespace held only a copy of the other's).
   // The layer's file on disk, if it has one: its loop device is detached once the mount namespace is gone.
   const devices = await releaseDiskLayer(stateDir);
-  if (mountNamespace && record?.beside === undefined) report.mountsRemoved = [`overlay on ${join(stateDir, 'merged')}`, `${devices.length > 0 ? `ext4 (${devices.join(', ')})` : 'tmpfs'} on ${join(stateDir, 'rw')}`];
+  if (mountNamespace && record?.beside === undefined)
+    report.mountsRemoved = [
+      `overlay on ${join(stateDir, 'merged')}`,
+      `${devices.length > 0 ? `ext4 (${devices.join(', ')})` : 'tmpfs'} on ${join(stateDir, 'rw')}`,
+    ];
   const cgroups = await removeCgroups(cgroupDirs);
   report.cgroupsRemoved = cgroups.removed;
   if (cgroups.busy.length > 0) {

@@ -156,7 +156,11 @@ export async function attachUserNetwork(options: { initPid: number; stateDir: st
     child.removeAllListeners('exit');
     child.unref();
   }
-  const routes = spawnSync(options.nsenter, ['-t', String(initPid), '-n', '--', IP, '-batch', '-'], { input: `${routeCommands(blockedDestinations(), allowed).join('\n')}\n`, encoding: 'utf8', timeout: 10_000 });
+  const routes = spawnSync(options.nsenter, ['-t', String(initPid), '-n', '--', IP, '-batch', '-'], {
+    input: `${routeCommands(blockedDestinations(), allowed).join('\n')}\n`,
+    encoding: 'utf8',
+    timeout: 10_000,
+  });
   if (routes.status !== 0) {
     throw failure(`cannot install the sandbox's routes (ip -batch in its network namespace, exit ${routes.status ?? routes.signal}): ${(routes.stderr || routes.error?.message || '').trim()}`);
   }

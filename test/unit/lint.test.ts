@@ -63,3 +63,11 @@ test('lint accepts the type-only activity import of a real workflow file', { tim
   assert.ok(result);
   assert.deepEqual(ruleIds(result), []);
 });
+
+test('lint rejects a line of code past 200 characters outside tests', { timeout: 120_000 }, async () => {
+  const eslint = new ESLint({ cwd: root, ignore: false });
+  const [result] = await eslint.lintFiles([join(root, 'test/fixtures/lint-violations/longLine.ts')]);
+  assert.ok(result);
+  assert.deepEqual(ruleIds(result), ['max-len']);
+  assert.match(result.messages[0]?.message ?? '', /Maximum allowed is 200/);
+});

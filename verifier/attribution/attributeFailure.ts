@@ -51,10 +51,15 @@ export async function attributeVerifyFailure(err: unknown, task: LoadedTask, con
     return new ClassifiedError('infra', infraType, `${err.message} [the host cannot provision and exec now]`, { cause: err, evidence: lines });
   }
   const type = infraType === 'verifier_timeout' ? 'verifier_blocked' : 'verifier_broken';
-  return new ClassifiedError('model', type, `${err.message} [attributed to the agent: the state it left made verification impossible; the control, the same verifier on the untouched start, ${evidence.control.detail}]`, {
-    cause: err,
-    evidence: lines,
-  });
+  return new ClassifiedError(
+    'model',
+    type,
+    `${err.message} [attributed to the agent: the state it left made verification impossible; the control, the same verifier on the untouched start, ${evidence.control.detail}]`,
+    {
+      cause: err,
+      evidence: lines,
+    },
+  );
 }
 
 /** Attributes a sandbox found gone after the agent's own command; any other error is returned unchanged. */
@@ -76,7 +81,12 @@ export async function attributeSandboxLoss(err: unknown, provider: SandboxProvid
   }
   if (loss.initEnd?.kind === 'signal') return new ClassifiedError('infra', 'sandbox_lost', err.message, { cause: err, evidence: facts });
   if (loss.initEnd?.kind === 'exit') {
-    return new ClassifiedError('model', 'sandbox_killed', `${err.message} [attributed to the agent: the sandbox's init ended from inside while the agent's command ran, with no host-side cause]`, { cause: err, evidence: facts });
+    return new ClassifiedError(
+      'model',
+      'sandbox_killed',
+      `${err.message} [attributed to the agent: the sandbox's init ended from inside while the agent's command ran, with no host-side cause]`,
+      { cause: err, evidence: facts },
+    );
   }
   return new ClassifiedError('infra', 'sandbox_lost', err.message, { cause: err, evidence: facts });
 }

@@ -94,14 +94,24 @@ async function loopThenVerify(a: AgentLoopInput, state: Omit<AttemptReport, 'end
   // The digest of the sandbox's files after each call, for a later attempt to check its replay against.
   const recordState = group.failurePolicy.resume === 'replay' ? { recordState: true } : {};
   // Taken-over turns that ended the loop the first time end it again: straight to the verdict.
-  if (resumed && resumed.malformedStreak >= MALFORMED_TURNS_ALLOWED) modelFailure = { failureClass: 'model', type: 'malformed_tool_call', message: `${MALFORMED_TURNS_ALLOWED} turns in a row with only malformed tool calls` };
+  if (resumed && resumed.malformedStreak >= MALFORMED_TURNS_ALLOWED)
+    modelFailure = { failureClass: 'model', type: 'malformed_tool_call', message: `${MALFORMED_TURNS_ALLOWED} turns in a row with only malformed tool calls` };
   if (group.policy.kind === 'harness') {
     // A published harness is the agent: one activity on the sandbox's host runs it whole (harnesses/).
     const remainingMs = Math.max(0, budgetMs - (Date.now() - agentStart));
     const version = a.versions.current();
     progress.lastAction = `${group.policy.harness} drives the sandbox`;
     a.board.show();
-    const run = await host.harness(remainingMs)(`agent: ${group.policy.harness} on ${group.policy.inference.model}, sandbox ${p.handle.id}`, { handle: p.handle, group, index, attempt, trajectoryRef, workdir: p.workdir, remainingMs, policyVersion: version });
+    const run = await host.harness(remainingMs)(`agent: ${group.policy.harness} on ${group.policy.inference.model}, sandbox ${p.handle.id}`, {
+      handle: p.handle,
+      group,
+      index,
+      attempt,
+      trajectoryRef,
+      workdir: p.workdir,
+      remainingMs,
+      policyVersion: version,
+    });
     run.tokens.forEach((tokens, t) => {
       state.tokenIntegrity = withTurnTokens(state.tokenIntegrity, tokens, attempt, t);
     });

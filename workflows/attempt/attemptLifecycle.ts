@@ -82,7 +82,15 @@ export async function runAttempt(side: RolloutSide, plan: AttemptPlan): Promise<
   let reachedAgent = false;
   /** A sandbox torn down before the attempt's last one (its replay diverged). */
   let earlierTeardownMs = 0;
-  const lifecycle = (report: AttemptReport): LifecycleReport => ({ ...report, timings: { ...report.timings, teardownMs: report.timings.teardownMs + earlierTeardownMs }, provisionMs, ...(queueMs !== undefined ? { queueMs } : {}), ...(experiment ? { experiment } : {}), ...(restore ? { restore } : {}), reachedAgent });
+  const lifecycle = (report: AttemptReport): LifecycleReport => ({
+    ...report,
+    timings: { ...report.timings, teardownMs: report.timings.teardownMs + earlierTeardownMs },
+    provisionMs,
+    ...(queueMs !== undefined ? { queueMs } : {}),
+    ...(experiment ? { experiment } : {}),
+    ...(restore ? { restore } : {}),
+    reachedAgent,
+  });
 
   progress.stage = 'provisioning';
   progress.attempt = attempt;
@@ -91,7 +99,14 @@ export async function runAttempt(side: RolloutSide, plan: AttemptPlan): Promise<
   side.board.show();
   // ---- provision ----
   const provision = async (fresh: boolean): Promise<ProvisionOutput> => {
-    const out = await side.provisionSandbox(`provision ${fresh ? 'fresh ' : ''}local sandbox (attempt ${attempt + 1})`, { group, workflowId: info.workflowId, runId: info.runId, index, attempt, trajectoryRef: side.trajectoryRef });
+    const out = await side.provisionSandbox(`provision ${fresh ? 'fresh ' : ''}local sandbox (attempt ${attempt + 1})`, {
+      group,
+      workflowId: info.workflowId,
+      runId: info.runId,
+      index,
+      attempt,
+      trajectoryRef: side.trajectoryRef,
+    });
     provisionMs += out.provisionMs;
     if (attempt === 0 && !fresh) queueMs = Math.max(0, Date.now() - side.startedAt - out.provisionMs);
     // The build that runs this workflow (Worker Versioning pins it to the one it started on); replay-safe.
@@ -131,7 +146,17 @@ export async function runAttempt(side: RolloutSide, plan: AttemptPlan): Promise<
       progress.stage = 'agent';
       side.board.show();
       report = await runAttemptOnHost(
-        { group, index, attempt, trajectoryRef: side.trajectoryRef, sandbox: p, policyVersion: side.policyVersion(), mayRestartStale: mayRestart, rolloutWorkflowId: info.workflowId, ...(resumed ? { resumed } : {}) },
+        {
+          group,
+          index,
+          attempt,
+          trajectoryRef: side.trajectoryRef,
+          sandbox: p,
+          policyVersion: side.policyVersion(),
+          mayRestartStale: mayRestart,
+          rolloutWorkflowId: info.workflowId,
+          ...(resumed ? { resumed } : {}),
+        },
         (childId) => {
           side.onHostAttempt(childId);
           if (childId === null) return;
@@ -203,7 +228,17 @@ async function restoreInto(side: RolloutSide, plan: AttemptPlan, p: ProvisionOut
   const asBranch = branchOf !== undefined;
   if (restored.status === 'restored') {
     const x = restored.prefix;
-    const resumed = { ...(x.fromRollout !== undefined ? { fromRollout: x.fromRollout } : {}), fromAttempt: x.fromAttempt, turns: x.turns, nextTurnAnswered: x.nextTurnAnswered, method: x.method, replayedCalls: x.replayedCalls, replayMs: x.replayMs, stateChecked: x.stateChecked, drift: x.drift };
+    const resumed = {
+      ...(x.fromRollout !== undefined ? { fromRollout: x.fromRollout } : {}),
+      fromAttempt: x.fromAttempt,
+      turns: x.turns,
+      nextTurnAnswered: x.nextTurnAnswered,
+      method: x.method,
+      replayedCalls: x.replayedCalls,
+      replayMs: x.replayMs,
+      stateChecked: x.stateChecked,
+      drift: x.drift,
+    };
     return { asBranch, resumed, turns: x.turns, prefix: x };
   }
   if (restored.status === 'diverged') return { asBranch, divergence: restored.divergence };

@@ -97,15 +97,36 @@ const attemptWorkflowId = (rolloutWorkflowId: string, attempt: number): string =
  * class and type of what ended it (the rollout classifies it as it would the error itself).
  */
 function attemptFailure(report: AttemptReport, end: Exclude<AttemptReport['end'], { kind: 'verified' }>): ApplicationFailure {
-  const details = (evidence?: string[]): AttemptFailureDetails => ({ ...(evidence ? { evidence } : {}), turns: report.turns, loopTurns: report.loopTurns, timings: { ...report.timings }, attemptVersions: report.attemptVersions, tokenIntegrity: report.tokenIntegrity });
+  const details = (evidence?: string[]): AttemptFailureDetails => ({
+    ...(evidence ? { evidence } : {}),
+    turns: report.turns,
+    loopTurns: report.loopTurns,
+    timings: { ...report.timings },
+    attemptVersions: report.attemptVersions,
+    tokenIntegrity: report.tokenIntegrity,
+  });
   if (end.kind === 'stale') return ApplicationFailure.create({ type: STALE_RESTART_FAILURE, message: end.reason, nonRetryable: true, details: [details()] });
   const c = classifyFailure(end.error);
-  return ApplicationFailure.create({ type: `${c.failureClass}/${c.type}`, message: c.message, nonRetryable: true, details: [details(c.evidence)], ...(end.error instanceof Error ? { cause: end.error } : {}) });
+  return ApplicationFailure.create({
+    type: `${c.failureClass}/${c.type}`,
+    message: c.message,
+    nonRetryable: true,
+    details: [details(c.evidence)],
+    ...(end.error instanceof Error ? { cause: end.error } : {}),
+  });
 }
 
 /** The report of a verified attempt workflow. */
 function reportOfResult(result: AttemptResult): AttemptReport {
-  return { end: { kind: 'verified', outcome: result.outcome }, turns: result.outcome.turns, loopTurns: result.outcome.turns, timings: result.timings, attemptVersions: result.attemptVersions, tokenIntegrity: result.tokenIntegrity, tornDown: true };
+  return {
+    end: { kind: 'verified', outcome: result.outcome },
+    turns: result.outcome.turns,
+    loopTurns: result.outcome.turns,
+    timings: result.timings,
+    attemptVersions: result.attemptVersions,
+    tokenIntegrity: result.tokenIntegrity,
+    tornDown: true,
+  };
 }
 
 /** The report of an attempt workflow that failed, or whose host went away (the watcher's failure). */

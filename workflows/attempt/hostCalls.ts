@@ -69,10 +69,27 @@ export function hostLocalActivities(p: ProvisionOutput, commandTimeoutSec: numbe
   const verifyLocally = (p.verifierTimeoutSec ?? Infinity) <= LONGEST_LOCAL_VERIFY_SEC;
   const local = { localRetryThreshold: '10 seconds' } as const;
   return {
-    tool: localActivity('runTool', { ...local, startToCloseTimeout: `${toolTimeoutSec(commandTimeoutSec)} seconds`, retry: { maximumAttempts: 3, nonRetryableErrorTypes: NON_RETRYABLE } }),
-    tools: (calls: number) => localActivity('runTools', { ...local, startToCloseTimeout: `${toolsTimeoutSec(commandTimeoutSec, calls)} seconds`, retry: { maximumAttempts: 3, nonRetryableErrorTypes: NON_RETRYABLE } }),
-    verify: verifyLocally ? localActivity('verifyAttempt', { ...local, startToCloseTimeout: '20 minutes', retry: { maximumAttempts: 2, nonRetryableErrorTypes: NON_RETRYABLE } }) : remote.verify,
-    verifyThenTeardown: verifyLocally ? localActivity('verifyThenTeardown', { ...local, startToCloseTimeout: '22 minutes', retry: { maximumAttempts: 2, nonRetryableErrorTypes: NON_RETRYABLE } }) : remote.verifyThenTeardown,
+    tool: localActivity('runTool', {
+      ...local,
+      startToCloseTimeout: `${toolTimeoutSec(commandTimeoutSec)} seconds`,
+      retry: { maximumAttempts: 3, nonRetryableErrorTypes: NON_RETRYABLE },
+    }),
+    tools: (calls: number) =>
+      localActivity('runTools', {
+        ...local,
+        startToCloseTimeout: `${toolsTimeoutSec(commandTimeoutSec, calls)} seconds`,
+        retry: { maximumAttempts: 3, nonRetryableErrorTypes: NON_RETRYABLE },
+      }),
+    verify: verifyLocally
+      ? localActivity('verifyAttempt', { ...local, startToCloseTimeout: '20 minutes', retry: { maximumAttempts: 2, nonRetryableErrorTypes: NON_RETRYABLE } })
+      : remote.verify,
+    verifyThenTeardown: verifyLocally
+      ? localActivity('verifyThenTeardown', {
+          ...local,
+          startToCloseTimeout: '22 minutes',
+          retry: { maximumAttempts: 2, nonRetryableErrorTypes: NON_RETRYABLE },
+        })
+      : remote.verifyThenTeardown,
     teardown: localActivity('teardownSandbox', { ...local, startToCloseTimeout: '2 minutes', retry: { maximumAttempts: 5, initialInterval: '1 second' } }),
     restoreTurns: remote.restoreTurns,
     // Regular activity: a harness runs far longer than a workflow task may stay open (see LONGEST_LOCAL_VERIFY_SEC).

@@ -117,22 +117,48 @@ export async function runRedTeam(task: LoadedTask, provider: SandboxProvider, en
       // On the untouched start (it scores 0): a reward above 0 is the exploit's doing, never the solution's.
       return await withSandbox(async (handle, spec): Promise<ExploitResult> => {
         const planted = await provider.exec(handle, exploit.command, { timeoutMs: 120_000, cwd: handle.workdir });
-        if (planted.exitCode !== 0) return { ...described(exploit), reward: undefined, exploitable: false, note: `the exploit could not be planted (exit ${planted.exitCode}): ${planted.stderr.trim().slice(-300)}`, notRun: true };
+        if (planted.exitCode !== 0)
+          return {
+            ...described(exploit),
+            reward: undefined,
+            exploitable: false,
+            note: `the exploit could not be planted (exit ${planted.exitCode}): ${planted.stderr.trim().slice(-300)}`,
+            notRun: true,
+          };
         try {
           const outcome = await verifyByMode(options.verifyMode ?? 'in-place', provider, handle, verifyTask, spec, environment?.verify);
           return { ...described(exploit), reward: outcome.reward, exploitable: outcome.reward > 0, note: undefined, notRun: false };
         } catch (err) {
           if (budgetCut && err instanceof ClassifiedError && err.type === 'verifier_timeout') {
-            return { ...described(exploit), reward: undefined, exploitable: false, inconclusive: true, note: `inconclusive: the verifier ran past ${budgetSec} s, this exploit's budget (${EXPLOIT_BUDGET_WHY}; the task allows ${task.verifierTimeoutSec} s)`, notRun: false };
+            return {
+              ...described(exploit),
+              reward: undefined,
+              exploitable: false,
+              inconclusive: true,
+              note: `inconclusive: the verifier ran past ${budgetSec} s, this exploit's budget (${EXPLOIT_BUDGET_WHY}; the task allows ${task.verifierTimeoutSec} s)`,
+              notRun: false,
+            };
           }
           if (ownCut && err instanceof ClassifiedError && err.type === 'verifier_timeout') {
-            return { ...described(exploit), reward: undefined, exploitable: false, note: `no reward (the verifier was still running after ${timeoutSec} s, this exploit's own limit: ${exploit.verifierTimeoutWhy ?? 'it blocks the verifier'}; the task allows ${task.verifierTimeoutSec} s; a rollout scores it as a failed attempt)`, notRun: false };
+            return {
+              ...described(exploit),
+              reward: undefined,
+              exploitable: false,
+              note: `no reward (the verifier was still running after ${timeoutSec} s, this exploit's own limit: ${exploit.verifierTimeoutWhy ?? 'it blocks the verifier'}; the task allows ${task.verifierTimeoutSec} s; a rollout scores it as a failed attempt)`,
+              notRun: false,
+            };
           }
           if (err instanceof ClassifiedError && err.type === 'verifier_tampered') {
             return { ...described(exploit), reward: 0, exploitable: false, note: `scored 0 as ${failureName(err)}: ${err.message.slice(0, 200)}`, notRun: false };
           }
           if (err instanceof ClassifiedError && (err.type === 'verifier_timeout' || err.type === 'verifier_crashed')) {
-            return { ...described(exploit), reward: undefined, exploitable: false, note: `no reward (${failureName(err)}; a rollout scores it as a failed attempt): ${err.message.slice(0, 200)}`, notRun: false };
+            return {
+              ...described(exploit),
+              reward: undefined,
+              exploitable: false,
+              note: `no reward (${failureName(err)}; a rollout scores it as a failed attempt): ${err.message.slice(0, 200)}`,
+              notRun: false,
+            };
           }
           throw err;
         }

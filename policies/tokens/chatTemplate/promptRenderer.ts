@@ -55,7 +55,9 @@ export function promptRenderer(endpoints: ServerEndpoints, configured: string | 
       try {
         return chosen.render(messages, tools, props);
       } catch (err) {
-        throw configError(`chat template ${configured.file} (sha256 ${configured.sha256.slice(0, 12)}) failed to render this conversation: ${(err as Error).message}. Fix the template or leave tokens.chatTemplate out`);
+        throw configError(
+          `chat template ${configured.file} (sha256 ${configured.sha256.slice(0, 12)}) failed to render this conversation: ${(err as Error).message}. Fix the template or leave tokens.chatTemplate out`,
+        );
       }
     },
     template: () => Promise.resolve({ source: 'configured', sha256: configured.sha256, file: configured.file }),

@@ -34,7 +34,10 @@ export function chooseHelper(option: string | null | undefined, env: NodeJS.Proc
   const version = helperVersions.get(path) ?? spawnSync(path, ['--version'], { encoding: 'utf8', timeout: 10_000 }).stdout?.trim() ?? '';
   helperVersions.set(path, version);
   if (version !== HELPER_VERSION) {
-    return { path: null, fallbackReason: `ROLLOUT_EXEC_HELPER=${path} says ${JSON.stringify(version)}, this checkout needs ${JSON.stringify(HELPER_VERSION)}; run eval "$(bash scripts/setup.sh run)" (scripts/ensure-exec-helper.sh builds it)` };
+    return {
+      path: null,
+      fallbackReason: `ROLLOUT_EXEC_HELPER=${path} says ${JSON.stringify(version)}, this checkout needs ${JSON.stringify(HELPER_VERSION)}; run eval "$(bash scripts/setup.sh run)" (scripts/ensure-exec-helper.sh builds it)`,
+    };
   }
   return { path };
 }
@@ -63,7 +66,20 @@ export function helperLaunchArgv(
   launch: { cgroupProcFiles: readonly string[]; memoryRlimitBytes: number | null; rwDir: string; mergedDir: string; exitFile: string; lower: string; size: string; execSocket: string | null },
   bwrap: readonly string[],
 ): string[] {
-  return [helper, 'launch', list(launch.cgroupProcFiles), String(launch.memoryRlimitBytes ?? 0), launch.rwDir, launch.mergedDir, launch.exitFile, launch.lower, launch.size, launch.execSocket ?? '-', '--', ...bwrap];
+  return [
+    helper,
+    'launch',
+    list(launch.cgroupProcFiles),
+    String(launch.memoryRlimitBytes ?? 0),
+    launch.rwDir,
+    launch.mergedDir,
+    launch.exitFile,
+    launch.lower,
+    launch.size,
+    launch.execSocket ?? '-',
+    '--',
+    ...bwrap,
+  ];
 }
 
 /**
@@ -72,10 +88,30 @@ export function helperLaunchArgv(
  */
 export function helperBesideArgv(
   helper: string,
-  launch: { cgroupProcFiles: readonly string[]; memoryRlimitBytes: number | null; mountOf: { pid: number; pidStartTime: string }; networkOf: { pid: number; pidStartTime: string }; exitFile: string; execSocket: string | null },
+  launch: {
+    cgroupProcFiles: readonly string[];
+    memoryRlimitBytes: number | null;
+    mountOf: { pid: number; pidStartTime: string };
+    networkOf: { pid: number; pidStartTime: string };
+    exitFile: string;
+    execSocket: string | null;
+  },
   bwrap: readonly string[],
 ): string[] {
-  return [helper, 'beside', list(launch.cgroupProcFiles), String(launch.memoryRlimitBytes ?? 0), String(launch.mountOf.pid), launch.mountOf.pidStartTime, String(launch.networkOf.pid), launch.networkOf.pidStartTime, launch.exitFile, launch.execSocket ?? '-', '--', ...bwrap];
+  return [
+    helper,
+    'beside',
+    list(launch.cgroupProcFiles),
+    String(launch.memoryRlimitBytes ?? 0),
+    String(launch.mountOf.pid),
+    launch.mountOf.pidStartTime,
+    String(launch.networkOf.pid),
+    launch.networkOf.pidStartTime,
+    launch.exitFile,
+    launch.execSocket ?? '-',
+    '--',
+    ...bwrap,
+  ];
 }
 
 /**
