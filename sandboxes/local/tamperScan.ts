@@ -8,11 +8,13 @@
  * pipeline's own (the cached root filesystem), read on the host.
  */
 import { lstat, open, readdir } from 'node:fs/promises';
-import { join } from 'node:path';
+import { basename, dirname, join } from 'node:path';
 import { SHARED_LIBRARY, SYSTEM_DIRS, inPackageDir, isConsoleScript, isProtectedImageFile, isStartupHook, pathDirOf, PATH_DIRS } from '../../shared/integrityRules.js';
 import type { LocalSandboxHandle } from '../../shared/sandbox.js';
 import { sandboxError, type LocalSandboxContext } from './localSandboxContext.js';
 import { processStartTime } from './procfs.js';
+import { loaderView } from './loaderView.js';
+import { MergedRoot } from './mergedRoot.js';
 import { OpenDir, TreeTooLargeError, walkTree } from './rootedTree.js';
 
 /** Most entries of an upper layer the check walks; past it the state cannot be checked, which is evidence too. */
@@ -46,14 +48,21 @@ async function imageHead(rootfs: string, path: string): Promise<string> {
   }
 }
 
-/** The image's shared libraries by file name (outside package directories), walked once per root filesystem. */
-const libraryIndexes = new Map<string, Promise<Map<string, string>>>();
+/** The image's shared libraries by file name (outside package directories), and the directories that hold them. */
+interface LibraryIndex {
+  byName: Map<string, string>;
+  dirs: Set<string>;
+}
 
-function imageLibraries(rootfs: string): Promise<Map<string, string>> {
+/** Walked once per root filesystem. */
+const libraryIndexes = new Map<string, Promise<LibraryIndex>>();
+
+function imageLibraries(rootfs: string): Promise<LibraryIndex> {
   let index = libraryIndexes.get(rootfs);
   if (!index) {
     index = (async () => {
       const byName = new Map<string, string>();
+      const dirs = new Set<string>();
       const walk = async (rel: string, depth: number): Promise<void> => {
         if (depth > 12 || byName.size > 500_000 || inPackageDir(rel)) return;
         let entries;
@@ -65,18 +74,27 @@ function imageLibraries(rootfs: string): Promise<Map<string, string>> {
         for (const e of entries) {
           const path = `${rel}/${e.name}`;
           if (e.isDirectory()) await walk(path, depth + 1);
-          else if ((e.isFile() || e.isSymbolicLink()) && SHARED_LIBRARY.test(e.name) && !byName.has(e.name)) byName.set(e.name, path);
+          else if ((e.isFile() || e.isSymbolicLink()) && SHARED_LIBRARY.test(e.name)) {
+            dirs.add(rel);
+            if (!byName.has(e.name)) byName.set(e.name, path);
+          }
         }
       };
       for (const dir of SYSTEM_DIRS.filter((d) => d.includes('lib'))) {
         if ((await imageEntry(rootfs, dir)) === 'dir') await walk(dir, 0);
       }
-      return byName;
+      return { byName, dirs };
     })();
     if (libraryIndexes.size > 64) libraryIndexes.clear();
     libraryIndexes.set(rootfs, index);
   }
   return index;
+}
+
+/** ELF class and machine of a file's header (bytes 4 and 18-19); a library of another kind is never loaded in the image's place. */
+function elfKind(head: Buffer): string | undefined {
+  if (head.length < 20 || head.readUInt32BE(0) !== 0x7f454c46) return undefined;
+  return `${head[4]}:${head.readUInt16LE(18)}`;
 }
 
 /**
@@ -92,13 +110,20 @@ export async function tamperFindings(upperHostPath: string, rootfs: string): Pro
   };
   const upper = await OpenDir.openTrusted(upperHostPath);
   try {
+    const libraries = await imageLibraries(rootfs);
+    const pristine = new MergedRoot(undefined, rootfs);
+    const root = new MergedRoot(upper, rootfs);
+    const loader = await loaderView(root, pristine, libraries.byName, libraries.dirs);
+    for (const finding of loader.findings) note(finding);
     for await (const { path, stat } of walkTree(upper, MAX_CHECKED_ENTRIES)) {
       if (findings.length > MAX_FINDINGS) break;
       const whiteout = stat.isCharacterDevice() && stat.rdev === 0n;
       const image = await imageEntry(rootfs, path);
       if (image !== undefined) {
         if (image === 'dir' && stat.isDirectory()) continue;
-        if (!isProtectedImageFile(path)) continue;
+        // A system file, or a library where the loader looks for one by name (an /opt/conda/lib in ld.so.conf).
+        const loadedByName = SHARED_LIBRARY.test(basename(path)) && loader.searches(dirname(path));
+        if (!isProtectedImageFile(path) && !loadedByName) continue;
         // A package manager's console script only imports from a package directory: upgraded or removed with its package.
         if (image === 'file' && pathDirOf(path) && isConsoleScript(await imageHead(rootfs, path))) continue;
         const was = image === 'dir' ? 'a directory' : image === 'link' ? 'a symbolic link' : image === 'file' ? 'a file' : 'an entry';
@@ -123,10 +148,12 @@ export async function tamperFindings(upperHostPath: string, rootfs: string): Pro
         }
         continue;
       }
-      const name = path.slice(path.lastIndexOf('/') + 1);
-      if (SHARED_LIBRARY.test(name)) {
-        const imageLibrary = (await imageLibraries(rootfs)).get(name);
-        if (imageLibrary && imageLibrary !== path) note(`/${path}: added by the agent with the name of the image's library /${imageLibrary}`);
+      // A library named as one of the image's where the loader looks by name; elsewhere it is a package's private copy.
+      const name = basename(path);
+      const imageLibrary = SHARED_LIBRARY.test(name) ? libraries.byName.get(name) : undefined;
+      if (imageLibrary && imageLibrary !== path && loader.searches(dirname(path))) {
+        const added = elfKind(await root.head(path, 20));
+        if (added === undefined || added === elfKind(await pristine.head(imageLibrary, 20))) note(`/${path}: added by the agent with the name of the image's library /${imageLibrary}, where the loader looks for it by name`);
       }
     }
   } catch (err) {
