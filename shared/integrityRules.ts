@@ -55,9 +55,18 @@ export function isConsoleScript(head: string): boolean {
  */
 const BYTECODE_CACHE = /(^|\/)__pycache__\//;
 
+/**
+ * Directories whose paths the verifier's hooks and programs are named by (/etc/ld.so.preload,
+ * /etc/nsswitch.conf, /usr/local/bin): replaced by a link, every file under them would be the agent's
+ * at a path the checks of the image's files never see.
+ */
+const NAMING_DIRS = new Set(['etc', 'usr', 'usr/local']);
+/** Files the verifier beside the agent binds its own over (bwrapArgs.ts): a link there could aim that mount elsewhere. */
+export const VERIFIER_BOUND_FILES = new Set(['etc/nsswitch.conf', 'etc/hosts', 'etc/hostname', 'etc/resolv.conf']);
+
 /** Whether a file the image has at `path` is one the agent may not replace or remove. */
 export function isProtectedImageFile(path: string): boolean {
-  if (isStartupHook(path)) return true;
+  if (isStartupHook(path) || NAMING_DIRS.has(path)) return true;
   if (BYTECODE_CACHE.test(path)) return false;
   return inSystemDir(path) && !inPackageDir(path);
 }

@@ -3,6 +3,7 @@
  * (read-only /usr, a minimal /etc) or an image's root filesystem, /proc, /dev,
  * the Harbor mount points, and the keeper as pid 1.
  */
+import { lstatSync } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { ResolvedSandboxSpec } from '../../shared/sandbox.js';
@@ -93,6 +94,16 @@ export async function bwrapArgs(
   return args;
 }
 
+/** The image's own /etc/nsswitch.conf when it is a regular file (never a link out of it), else the defaults in `etcDir`. */
+export function pristineNsswitch(rootfs: string | undefined, etcDir: string): string {
+  if (rootfs) {
+    const etc = lstatSync(join(rootfs, 'etc'), { throwIfNoEntry: false });
+    const own = join(rootfs, 'etc', 'nsswitch.conf');
+    if (etc?.isDirectory() && lstatSync(own, { throwIfNoEntry: false })?.isFile()) return own;
+  }
+  return join(etcDir, 'nsswitch.conf');
+}
+
 /** The directories a verifier beside the agent has of its own, and their modes. */
 export const BESIDE_DIRS = ['tmp', 'root', 'tests', 'logs'] as const;
 export const BESIDE_DIR_MODES: Record<(typeof BESIDE_DIRS)[number], number> = { tmp: 0o1777, root: 0o700, tests: 0o755, logs: 0o755 };
@@ -120,6 +131,10 @@ function imageRootArgs(spec: ResolvedSandboxSpec, stateDir: string, etcDir: stri
     args.push('--perms', '1777', '--size', size, '--tmpfs', '/tmp', '--perms', '0700', '--size', size, '--tmpfs', '/root', '--size', size, '--tmpfs', '/tests');
     args.push('--size', size, '--tmpfs', '/logs', '--dir', '/logs/agent', '--dir', '/logs/verifier');
   }
+  // A verifier beside the agent looks up users and hosts as the image did: the name service switch is
+  // the image's (or glibc's defaults), so a module the agent's switch names (libnss_<service>.so.2, code
+  // in every process that runs `ls -l`) is never loaded by the tests.
+  if (privateDirs) args.push('--ro-bind', pristineNsswitch(spec.rootfs, etcDir), '/etc/nsswitch.conf');
   for (const m of spec.readOnlyMounts) args.push('--ro-bind', m.source, m.target);
   // The same init as on the host base (the keeper's bash is what the bash tool runs in the image too).
   args.push('--clearenv', '--setenv', 'PATH', spec.env.PATH ?? SANDBOX_PATH, '--setenv', 'HOME', '/root');

@@ -48,15 +48,15 @@ import { errorText, sandboxError, type LocalSandboxContext } from './localSandbo
 import { DEFAULT_STATE_ROOT, poolFromEnv, spawnViaFromEnv, type LocalSandboxProviderOptions } from './localSandboxOptions.js';
 import { sandboxLossEvidence } from './lossEvidence.js';
 import { isLiveProcess, isSameProcess } from './procfs.js';
-import { readInSandboxRoot } from './rootedRead.js';
+import { readInSandboxRoot } from './agentRoot/rootedRead.js';
 import { SandboxPool } from './pool/sandboxPool.js';
 import { checkLowerLayer, provisionSandbox } from './provision.js';
 import { SandboxRegistry } from './sandboxRegistry.js';
-import { GROUP, HOSTS, PASSWD } from './sandboxScripts.js';
+import { GROUP, HOSTS, NSSWITCH, PASSWD } from './sandboxScripts.js';
 import { createSandboxSpawner } from './sandboxSpawner.js';
-import { StateDigester } from './stateDigest.js';
+import { StateDigester } from './agentRoot/stateDigest.js';
 import { lingeringProcesses, stopSandboxProcesses } from './stopProcesses.js';
-import { sandboxTamperEvidence } from './tamperScan.js';
+import { sandboxTamperEvidence } from './agentRoot/tamperScan.js';
 import { teardownSandbox } from './teardown.js';
 import { detachUserNetwork, SANDBOX_RESOLV_CONF } from './userNetwork.js';
 
@@ -122,6 +122,7 @@ export class LocalSandboxProvider implements SandboxProvider {
         writeFile(join(etc, 'group'), GROUP),
         writeFile(join(etc, 'hosts'), HOSTS),
         writeFile(join(etc, 'hostname'), 'sandbox\n'),
+        writeFile(join(etc, 'nsswitch.conf'), NSSWITCH),
         writeFile(join(etc, 'resolv.conf'), SANDBOX_RESOLV_CONF),
       ]);
     })().catch((err: unknown) => {

@@ -57,6 +57,11 @@ export const KEEPER_SCRIPT = [
 
 export const PASSWD = 'root:x:0:0:root:/root:/bin/bash\nnobody:x:65534:65534:nobody:/nonexistent:/usr/sbin/nologin\n';
 export const GROUP = 'root:x:0:\nnogroup:x:65534:\n';
+/**
+ * The name service switch of a verifier beside the agent when the image has none of its own (glibc's
+ * defaults, written out): the verifier's lookups never read the agent's (integrity: loaderView.ts).
+ */
+export const NSSWITCH = 'passwd: files\ngroup: files\nshadow: files\ngshadow: files\nhosts: files dns\nnetworks: files\nprotocols: files\nservices: files\nethers: files\nrpc: files\nnetgroup: files\n';
 export const HOSTS = '127.0.0.1\tlocalhost sandbox\n::1\tlocalhost ip6-localhost ip6-loopback\n';
 /** Parts of /proc that write to the host kernel; the sysctls under /proc/sys/net stay per namespace when bound from the host. */
 export const PROC_READ_ONLY = ['/proc/sys', '/proc/sysrq-trigger', '/proc/fs', '/proc/bus', '/proc/irq'];

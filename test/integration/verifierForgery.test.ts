@@ -169,23 +169,38 @@ if (noTools) {
       assert.equal((await attempt(`echo hello > /app/out.txt && ${perl} && ${own}`)).reward, 1);
     });
 
-    test("a module of the name service switch the agent wrote is refused: the tests' ls -l loads it (reward 1 on main at 3b6e74f)", async () => {
+    test("the name service switch: the agent's is not what the tests' lookups read (reward 1 on main at 3b6e74f); a module it wrote for a service of the image's is refused", async () => {
       if (!environment) throw new Error('the fixture image was not built');
       // Tests that list files for their log (ls -l, stat -c %U, pytest's tmp_path) look up user names.
       const listing = taskVariant('listing-tests', (dir) => writeFileSync(join(dir, 'tests/test.sh'), '#!/bin/bash\nmkdir -p /logs/verifier\nif grep -qx hello /app/out.txt 2>/dev/null; then echo 1 > /logs/verifier/reward.txt; else echo 0 > /logs/verifier/reward.txt; fi\nls -l /app\n'));
-      const { handle } = await provider.provision(sandboxSpecForTask(listing, { workflowId: 'verifier-forgery', runId: 'r', attempt: 0 }, {}, false, environment.image));
-      try {
-        const nss = `echo ${forgingLibrary()} | base64 -d > /usr/lib/x86_64-linux-gnu/libnss_evil.so.2 && sed -i 's/^passwd:.*/passwd: evil files/' /etc/nsswitch.conf`;
-        const r = await provider.exec(handle, `${WRONG} && ${nss}`, { timeoutMs: 30_000 });
-        assert.equal(r.exitCode, 0, r.stderr);
-        await assert.rejects(verifyInPlace(provider, handle, listing, environment.verify), (err: unknown) => {
-          assert.ok(err instanceof ClassifiedError && err.type === 'verifier_tampered', String(err));
-          assert.match(err.message, /\/etc\/nsswitch\.conf: names the service evil, whose module \/usr\/lib\/x86_64-linux-gnu\/libnss_evil\.so\.2 the agent wrote/);
-          return true;
-        });
-      } finally {
-        await provider.teardown(handle);
-      }
+      const run = async (agentCommand: string): Promise<VerifyOutcome> => {
+        const { handle } = await provider.provision(sandboxSpecForTask(listing, { workflowId: 'verifier-forgery', runId: 'r', attempt: 0 }, {}, false, environment?.image));
+        try {
+          const r = await provider.exec(handle, agentCommand, { timeoutMs: 30_000 });
+          assert.equal(r.exitCode, 0, r.stderr);
+          return await verifyInPlace(provider, handle, listing, (environment as TaskEnvironment).verify);
+        } finally {
+          await provider.teardown(handle);
+        }
+      };
+      // The module's destructor writes 1 as ls ends, after the tests wrote 0: on main the switch was the agent's.
+      const evil = `echo ${forgingLibrary()} | base64 -d > /usr/lib/x86_64-linux-gnu/libnss_evil.so.2 && sed -i 's/^passwd:.*/passwd: evil files/' /etc/nsswitch.conf`;
+      assert.equal((await run(`${WRONG} && ${evil}`)).reward, 0, "the verifier's ls looked users up through the image's switch");
+      // An honest install that adds a service (libnss-systemd's postinst adds systemd) is no forgery either.
+      assert.equal((await run(`echo hello > /app/out.txt && ${evil.replaceAll('evil', 'systemd')}`)).reward, 1);
+      // The verifier's switch is a file bound over the agent's path: a link there would aim the mount
+      // elsewhere (bwrap resolves /newroot/app/nss.conf while setting up, the tests /newroot/app/nss.conf of the agent's root).
+      await assert.rejects(run(`${WRONG} && mkdir -p /newroot/app && printf 'passwd: evil files\\n' > /newroot/app/nss.conf && ${evil} && ln -sf /newroot/app/nss.conf /etc/nsswitch.conf`), (err: unknown) => {
+        assert.ok(err instanceof ClassifiedError && err.type === 'verifier_tampered', String(err));
+        assert.match(err.message, /\/etc\/nsswitch\.conf: made a symbolic link by the agent, where the verifier puts a file of its own/);
+        return true;
+      });
+      // Debian's switch names db for services and protocols, a module the image lacks.
+      await assert.rejects(run(`${WRONG} && echo ${forgingLibrary()} | base64 -d > /usr/lib/x86_64-linux-gnu/libnss_db.so.2`), (err: unknown) => {
+        assert.ok(err instanceof ClassifiedError && err.type === 'verifier_tampered', String(err));
+        assert.match(err.message, /\/usr\/lib\/x86_64-linux-gnu\/libnss_db\.so\.2: written by the agent, the module of the service db the image's \/etc\/nsswitch\.conf names/);
+        return true;
+      });
     });
 
     for (const forgery of FORGERIES) {

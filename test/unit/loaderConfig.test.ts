@@ -2,7 +2,7 @@
  * Where libraries load from, read the way glibc reads it (shared/loaderConfig.ts), checked against
  * glibc's own tools on this machine: this host's loader cache parsed here lists what `ldconfig -p`
  * lists, and caches written by ldconfig in each of its formats parse to the same entries. And the
- * sandbox's root as the agent left it (sandboxes/local/mergedRoot.ts): links resolved inside it,
+ * sandbox's root as the agent left it (sandboxes/local/agentRoot/mergedRoot.ts): links resolved inside it,
  * never against the host's root, whiteouts hiding the image's files.
  */
 import assert from 'node:assert/strict';
@@ -11,8 +11,8 @@ import { copyFileSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
-import { MergedRoot } from '../../sandboxes/local/mergedRoot.js';
-import { OpenDir } from '../../sandboxes/local/rootedTree.js';
+import { MergedRoot } from '../../sandboxes/local/agentRoot/mergedRoot.js';
+import { OpenDir } from '../../sandboxes/local/agentRoot/rootedTree.js';
 import { isLoaderDefaultDir, nssServices, parseLoaderCache, parseLoaderConf, relativeDir, searchDirOf } from '../../shared/loaderConfig.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'loader-config-'));

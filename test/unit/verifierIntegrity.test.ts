@@ -10,8 +10,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
 import { processStartTime } from '../../sandboxes/local/procfs.js';
-import { readInSandboxRoot } from '../../sandboxes/local/rootedRead.js';
-import { OpenDir, TreeTooLargeError, walkTree } from '../../sandboxes/local/rootedTree.js';
+import { readInSandboxRoot } from '../../sandboxes/local/agentRoot/rootedRead.js';
+import { OpenDir, TreeTooLargeError, walkTree } from '../../sandboxes/local/agentRoot/rootedTree.js';
 import { isConsoleScript, isProtectedImageFile, isStartupHook, pathDirOf } from '../../shared/integrityRules.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'verifier-integrity-'));

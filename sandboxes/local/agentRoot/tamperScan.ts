@@ -9,10 +9,10 @@
  */
 import { lstat, open, readdir } from 'node:fs/promises';
 import { basename, dirname, join } from 'node:path';
-import { SHARED_LIBRARY, SYSTEM_DIRS, inPackageDir, isConsoleScript, isProtectedImageFile, isStartupHook, pathDirOf, PATH_DIRS } from '../../shared/integrityRules.js';
-import type { LocalSandboxHandle } from '../../shared/sandbox.js';
-import { sandboxError, type LocalSandboxContext } from './localSandboxContext.js';
-import { processStartTime } from './procfs.js';
+import { SHARED_LIBRARY, SYSTEM_DIRS, VERIFIER_BOUND_FILES, inPackageDir, isConsoleScript, isProtectedImageFile, isStartupHook, pathDirOf, PATH_DIRS } from '../../../shared/integrityRules.js';
+import type { LocalSandboxHandle } from '../../../shared/sandbox.js';
+import { sandboxError, type LocalSandboxContext } from '../localSandboxContext.js';
+import { processStartTime } from '../procfs.js';
 import { loaderView } from './loaderView.js';
 import { MergedRoot } from './mergedRoot.js';
 import { OpenDir, TreeTooLargeError, walkTree } from './rootedTree.js';
@@ -119,6 +119,10 @@ export async function tamperFindings(upperHostPath: string, rootfs: string): Pro
       if (findings.length > MAX_FINDINGS) break;
       const whiteout = stat.isCharacterDevice() && stat.rdev === 0n;
       const image = await imageEntry(rootfs, path);
+      if (VERIFIER_BOUND_FILES.has(path) && !whiteout && !stat.isFile()) {
+        note(`/${path}: made ${stat.isSymbolicLink() ? 'a symbolic link' : 'something other than a file'} by the agent, where the verifier puts a file of its own`);
+        continue;
+      }
       if (image !== undefined) {
         if (image === 'dir' && stat.isDirectory()) continue;
         // A system file, or a library where the loader looks for one by name (an /opt/conda/lib in ld.so.conf).

@@ -20,9 +20,9 @@ import { createHash } from 'node:crypto';
 import type { BigIntStats } from 'node:fs';
 import { readlink } from 'node:fs/promises';
 import { join } from 'node:path';
-import { isVolatilePath, type LocalSandboxHandle, type SandboxStateDigest } from '../../shared/sandbox.js';
-import { isLiveProcess, processStartTime } from './procfs.js';
-import { sandboxError, type LocalSandboxContext } from './localSandboxContext.js';
+import { isVolatilePath, type LocalSandboxHandle, type SandboxStateDigest } from '../../../shared/sandbox.js';
+import { isLiveProcess, processStartTime } from '../procfs.js';
+import { sandboxError, type LocalSandboxContext } from '../localSandboxContext.js';
 import { OpenDir, TreeTooLargeError } from './rootedTree.js';
 
 /** Most entries a digest walks, most bytes it reads of one file and in all (unchanged files are not read again). */

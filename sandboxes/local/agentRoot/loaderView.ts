@@ -2,15 +2,17 @@
  * Where the verifier's processes would load shared libraries from in a sandbox as the agent left it,
  * and what the agent changed of that (docs/verifier-integrity.md): the loader's cache maps a library
  * name to a file the agent wrote instead of the image's, the name service switch names a module the
- * agent wrote, or the loader's configuration cannot be read. Also which directories the loader
+ * agent wrote (for a service of the image's switch: the verifier's lookups use that one), or the
+ * loader's configuration cannot be read. Also which directories the loader
  * searches by name (its default ones, ldconfig's configured ones, those its cache points into, and
  * where the image keeps its libraries, for programs whose run path names them): a file there with the
  * name of an image library is what a program may load instead; elsewhere (perl's XS modules of a
  * second perl, a second JDK's libjli.so) it is a package's private copy.
  */
 import { basename, dirname } from 'node:path';
-import { isLoaderDefaultDir, nssModule, nssServices, parseLoaderCache, parseLoaderConf, relativeDir, searchDirOf, type LoaderCacheEntry } from '../../shared/loaderConfig.js';
+import { isLoaderDefaultDir, nssModule, nssServices, parseLoaderCache, parseLoaderConf, relativeDir, searchDirOf, type LoaderCacheEntry } from '../../../shared/loaderConfig.js';
 import type { MergedRoot } from './mergedRoot.js';
+import { NSSWITCH as NSSWITCH_DEFAULTS } from '../sandboxScripts.js';
 
 /** The largest loader cache or configuration file read (a real cache is well under 1 MiB). */
 const MAX_CONFIG_BYTES = 64 * 1024 * 1024;
@@ -126,23 +128,23 @@ export async function loaderView(root: MergedRoot, image: MergedRoot, imageLibra
     }
   }
 
-  // Each service of the name service switch is a module glibc loads by name on a user, group or host lookup.
-  const nss = await root.read('etc/nsswitch.conf', MAX_CONFIG_BYTES);
-  if (nss.from === 'unreadable') findings.push(`/etc/nsswitch.conf: ${nss.why}, left so by the agent; the modules the verifier's lookups load cannot be checked`);
-  if ('bytes' in nss) {
-    const configured = await physicalDirs(root, conf.dirs);
-    for (const service of nssServices(nss.bytes.toString('latin1'))) {
-      const module = nssModule(service);
-      const cached = cache.entries.find((e) => e.name === module);
-      const candidates = cached ? [cached.path] : [...configured, ...DEFAULT_SEARCH].map((d) => `/${d.replace(/^\//, '')}/${module}`);
-      for (const candidate of candidates) {
-        const rel = relativeDir(candidate);
-        if (rel === undefined) continue;
-        const found = await root.resolve(rel);
-        if (!found.exists) continue;
-        if (found.agentWritten) findings.push(`/etc/nsswitch.conf: names the service ${service}, whose module /${found.physical} the agent wrote: every user, group or host lookup of the verifier's processes would load it`);
-        break;
-      }
+  // Each service of the name service switch is a module glibc loads by name on a user, group or host
+  // lookup. The verifier's lookups use the image's switch (bwrapArgs.ts binds it beside the agent):
+  // what the agent's names is not loaded, but a module the agent wrote for a service the image names is.
+  const nss = await image.read('etc/nsswitch.conf', MAX_CONFIG_BYTES);
+  const services = 'bytes' in nss ? nssServices(nss.bytes.toString('latin1')) : nssServices(NSSWITCH_DEFAULTS);
+  const configured = await physicalDirs(root, conf.dirs);
+  for (const service of services) {
+    const module = nssModule(service);
+    const cached = cache.entries.find((e) => e.name === module);
+    const candidates = cached ? [cached.path] : [...configured, ...DEFAULT_SEARCH].map((d) => `/${d.replace(/^\//, '')}/${module}`);
+    for (const candidate of candidates) {
+      const rel = relativeDir(candidate);
+      if (rel === undefined) continue;
+      const found = await root.resolve(rel);
+      if (!found.exists) continue;
+      if (found.agentWritten) findings.push(`/${found.physical}: written by the agent, the module of the service ${service} the image's /etc/nsswitch.conf names: every user, group or host lookup of the verifier's processes would load it`);
+      break;
     }
   }
   return { searches, findings };

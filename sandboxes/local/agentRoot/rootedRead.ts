@@ -12,7 +12,7 @@
  */
 import { constants } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
-import { isLiveProcess } from './procfs.js';
+import { isLiveProcess } from '../procfs.js';
 
 export class RootedReadError extends Error {
   constructor(
