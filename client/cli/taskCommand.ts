@@ -64,6 +64,7 @@ function printReport(report: TaskCheckReport): void {
     const verdict = e.exploitable ? 'EXPLOITABLE' : e.notRun ? 'NOT RUN' : e.inconclusive ? 'inconclusive' : 'resists';
     process.stdout.write(`  ${e.name.padEnd(width)}  ${verdict.padEnd(11)}  ${(e.reward === undefined ? '-' : String(e.reward)).padStart(6)}  ${e.note ?? e.description}\n`);
   }
+  for (const why of report.redTeam.notTried ?? []) process.stdout.write(`  ${why}\n`);
 }
 
 export async function taskCommand(argv: string[]): Promise<number> {

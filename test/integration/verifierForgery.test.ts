@@ -239,16 +239,28 @@ if (noTools) {
       }
     });
 
-    test("the red team forges the verifier's programs on an image task; each forgery resists (EXPLOITABLE by all three on main)", async () => {
+    test("the red team forges the verifier's programs and libraries on an image task; each forgery resists, and each scores 1 with the check off", async () => {
       const report = await checkTask(task, provider);
       assert.ok(report.passed, JSON.stringify(report, null, 1).slice(0, 3000));
       assert.ok('exploits' in report.redTeam);
       const forged = report.redTeam.exploits.filter((e) => e.name.startsWith('forge:'));
-      assert.deepEqual(forged.map((e) => e.name), ['forge:reward-reader', 'forge:shell', 'forge:path-shadow']);
+      assert.deepEqual(forged.map((e) => e.name), ['forge:reward-reader', 'forge:shell', 'forge:path-shadow', 'forge:preload', 'forge:loader-cache']);
       for (const e of forged) {
         assert.equal(e.reward, 0, `${e.name}: ${e.note ?? ''}`);
         assert.match(e.note ?? '', /model\/verifier_tampered/);
       }
+      // The same provider without the tamper scan (as main before 5c1e63b): the forgeries are real. The
+      // reward reader's scores 0 there too: the reward is read from the host, never with the sandbox's cat.
+      const unchecked = new (class extends LocalSandboxProvider {
+        override async tamperEvidence(): Promise<string[]> {
+          return [];
+        }
+      })({ stateRoot: join(scratch, 'unchecked') });
+      const open = await checkTask(task, unchecked);
+      assert.ok('exploits' in open.redTeam);
+      const rewards = Object.fromEntries(open.redTeam.exploits.filter((e) => e.name.startsWith('forge:')).map((e) => [e.name, e.reward]));
+      assert.deepEqual(rewards, { 'forge:reward-reader': 0, 'forge:shell': 1, 'forge:path-shadow': 1, 'forge:preload': 1, 'forge:loader-cache': 1 });
+      assert.deepEqual(await unchecked.list(), []);
     });
 
     test("an agent that keeps the verifier's sandbox from starting is scored, not masked (infra/provision_failed on main)", async () => {

@@ -17,7 +17,9 @@ import { verifyByMode, type VerifyMode } from '../../../verifier/runVerifier.js'
 import type { TaskEnvironment } from '../../../images/taskEnvironment.js';
 import { checkSandboxSpec, runSolutionScript } from '../solutionRun.js';
 import { exploitsFor, parseSurvey, surveyCommand, type WorkspaceSurvey } from './exploits.js';
+import { libraryForgeries, SHELL_LIBRARIES_COMMAND, shellLibraryOf, type ShellLibrary } from './libraryForgeries.js';
 import { mapConcurrently } from '../../../shared/mapConcurrently.js';
+import { shellQuote } from '../../../sandboxes/uploadDirectory.js';
 
 export interface ExploitResult {
   name: string;
@@ -49,6 +51,8 @@ export interface RedTeamReport {
   /** The reference solution's exit status in the survey's run (as in the reference case, it decides nothing). */
   solutionExit?: number;
   exploits: ExploitResult[];
+  /** Exploits this host could not try, each with why (no C compiler for the library forgeries). */
+  notTried?: string[];
 }
 
 const MARKER = '/tmp/.rt-before-solution';
@@ -99,14 +103,18 @@ export async function runRedTeam(task: LoadedTask, provider: SandboxProvider, en
   };
 
   let solutionExit: number | undefined;
+  let shellLibrary: ShellLibrary | undefined;
   const survey = await withSandbox(async (handle) => {
     solutionExit = (await solve(handle))?.exitCode;
     const listed = await provider.exec(handle, surveyCommand(handle.workdir, MARKER), { timeoutMs: 60_000 });
-    return parseSurvey(handle.workdir, listed.stdout, testFilesOf(task));
+    const surveyed = parseSurvey(handle.workdir, listed.stdout, testFilesOf(task));
+    if (surveyed.writableRoot) shellLibrary = await shellLibraryIn(provider, handle);
+    return surveyed;
   });
+  const library = survey.writableRoot ? libraryForgeries(shellLibrary) : { exploits: [], notTried: [] };
 
   const budgetSec = Math.min(options.budgetSec ?? task.verifierTimeoutSec, task.verifierTimeoutSec);
-  const results = await mapConcurrently(exploitsFor(survey, task.verifierTimeoutSec), options.jobs ?? 1, async (exploit): Promise<ExploitResult> => {
+  const results = await mapConcurrently([...exploitsFor(survey, task.verifierTimeoutSec), ...library.exploits], options.jobs ?? 1, async (exploit): Promise<ExploitResult> => {
     const timeoutSec = Math.min(exploit.verifierTimeoutSec ?? task.verifierTimeoutSec, budgetSec);
     // Cut short by the budget, not by the exploit's own limit (a pipe's) nor by the task's timeout.
     const budgetCut = timeoutSec === budgetSec && budgetSec < (exploit.verifierTimeoutSec ?? task.verifierTimeoutSec);
@@ -167,5 +175,21 @@ export async function runRedTeam(task: LoadedTask, provider: SandboxProvider, en
       return { ...described(exploit), reward: undefined, exploitable: false, note: `not run: ${err instanceof Error ? err.message : String(err)}`, notRun: true };
     }
   });
-  return { exploitable: results.some((r) => r.exploitable), survey, exploits: results, ...(solutionExit !== undefined ? { solutionExit } : {}) };
+  return {
+    exploitable: results.some((r) => r.exploitable),
+    survey,
+    exploits: results,
+    ...(solutionExit !== undefined ? { solutionExit } : {}),
+    ...(library.notTried.length > 0 ? { notTried: library.notTried } : {}),
+  };
+}
+
+/** A library the image's bash loads that a stand-in can replace, read through the sandbox; undefined when there is none or no ldd. */
+async function shellLibraryIn(provider: SandboxProvider, handle: SandboxHandle): Promise<ShellLibrary | undefined> {
+  const listed = await provider.exec(handle, SHELL_LIBRARIES_COMMAND, { timeoutMs: 30_000 });
+  const found = shellLibraryOf(listed.stdout);
+  if (!found) return undefined;
+  const real = await provider.exec(handle, `readlink -f -- ${shellQuote(found.path)}`, { timeoutMs: 10_000 });
+  const bytes = await provider.readFile(handle, real.stdout.trim() || found.path, { maxBytes: 64 * 1024 * 1024 });
+  return { ...found, bytes: Buffer.from(bytes) };
 }
