@@ -20,7 +20,8 @@ import { ClassifiedError } from '../shared/failures.js';
 import type { LoadedTask } from '../shared/task.js';
 import { hashTree } from '../shared/hashTree.js';
 import { baseForImage, DEBIAN_SUITES } from './baseMap.js';
-import { cpythonRelease, ensureCpythonSourceImage, type CpythonRelease } from './cpythonSource.js';
+import { CPYTHON_RELEASES, cpythonRelease, ensureCpythonSourceImage, type CpythonRelease } from './cpythonSource.js';
+import { pythonRequestsOf, resolvePythonRequest } from './pythonRequests.js';
 import { buildCgroupParent } from './buildProcesses.js';
 import { buildLimits, capsHit, describeLimits, limitBuildCgroup, readCaps, runCgroup, timeoutReason, type CapReadings } from './buildLimits.js';
 import { BUILD_DNS, withBuildNetwork } from './buildNetwork.js';
@@ -123,16 +124,25 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
   const notes: string[] = [];
   let needPython: string | undefined;
   const missingPythons: CpythonRelease[] = [];
-  for (const py of needs.uvxPythons) {
-    if (py === imagePython) {
-      if (!finalRecipe?.cpython) needPython = py; // Debian's python3, installed by apt if the Dockerfile did not
+  // Every Python the tests ask uv for, however they ask (pythonRequests.ts): the image's meets it, or
+  // Harbor's uv would download a managed CPython from github.com, built here from source instead.
+  const verifierPythons = new Set<string>(imagePython ? [imagePython] : []);
+  for (const { request, where } of pythonRequestsOf(task.testsDir)) {
+    const resolved = resolvePythonRequest(request, imagePython, Object.keys(CPYTHON_RELEASES));
+    if (!resolved) {
+      notes.push(`${where} asks uv for Python ${request}, but the image's Python is ${imagePython ?? '?'} and this builder makes none that meets it (${Object.keys(CPYTHON_RELEASES).join(', ')}); uv cannot download it offline`);
       continue;
     }
-    // Harbor's uv would download it (a managed CPython from github.com): built here from source instead.
+    if ('satisfiedByImage' in resolved) {
+      if (!finalRecipe?.cpython) needPython = imagePython; // Debian's python3, installed by apt if the Dockerfile did not
+      continue;
+    }
+    verifierPythons.add(resolved.build);
+    if (missingPythons.some((p) => p.minor === resolved.build)) continue;
     try {
-      missingPythons.push(cpythonRelease(py, `${task.dir}/tests/test.sh`));
-    } catch {
-      notes.push(`tests/test.sh runs uvx -p ${py}, but the image's Python is ${imagePython ?? '?'} and no CPython ${py} is made here; uv cannot download it offline`);
+      missingPythons.push(cpythonRelease(resolved.patch ?? resolved.build, `${task.dir}/${where}`));
+    } catch (err) {
+      notes.push(err instanceof Error ? err.message : String(err));
     }
   }
 
@@ -155,7 +165,7 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
   const pythons: VerifierPython[] = [];
   for (const release of missingPythons) {
     const source = await ensureCpythonSourceImage(tools, release, env, log);
-    pythons.push({ minor: release.minor, version: source.release.version, sourceImage: source.tag, prefix: verifierPythonPrefix(release.minor) });
+    pythons.push({ minor: release.minor, version: source.release.version, sourceImage: source.tag, prefix: verifierPythonPrefix(source.release.version) });
   }
   // Every stage on a base made here trusts what the host trusts, whatever tool it runs (hostTrust.ts).
   const trust = await ensureHostTrustImage(tools, env, log);
@@ -250,7 +260,7 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
         }
       });
       renameSync(staging, rootfs);
-      const wheels = await ensureWheelhouse(tools, needs.requirements, [...new Set([...needs.uvxPythons, ...(imagePython ? [imagePython] : [])])].sort(), { image: tag, limits }, log, env);
+      const wheels = await ensureWheelhouse(tools, needs.requirements, [...verifierPythons].sort(), { image: tag, limits }, log, env);
       const imageEnv = envRecord(meta.Config?.Env);
       const verifierEnv = verifierEnvironment(imageEnv, pythons);
       const image: TaskImage = {

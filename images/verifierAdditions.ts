@@ -10,7 +10,7 @@ export const VERIFIER_TOOLS_PATH = '/opt/rollout-verifier';
 /** The verifier's default package index: a path with no project under it (pip and uv then use the wheels only). */
 const VERIFIER_NO_INDEX = `file://${VERIFIER_TOOLS_PATH}/wheels/no-index`;
 
-/** A Python built into the image for the verifier: tests/test.sh's `uvx -p 3.X` finds it on the PATH. */
+/** A Python built into the image for the verifier, where uv finds it as a managed installation. */
 export interface VerifierPython {
   minor: string;
   version: string;
@@ -18,9 +18,22 @@ export interface VerifierPython {
   prefix: string;
 }
 
-/** Where a Python that tests/test.sh asks uv for, and the image lacks, is built (on the verifier's PATH only). */
-export function verifierPythonPrefix(minor: string): string {
-  return `/opt/rollout-python/${minor}`;
+/** Where the Pythons built for the verifier live: uv's managed-installation directory for the verifier (UV_PYTHON_INSTALL_DIR). */
+export const VERIFIER_PYTHONS_DIR = '/opt/rollout-python';
+
+/** uv's name for this machine in a managed installation's directory (x86_64, aarch64). */
+function uvArch(): string {
+  return process.arch === 'arm64' ? 'aarch64' : process.arch === 'x64' ? 'x86_64' : process.arch;
+}
+
+/**
+ * Where a Python the tests ask uv for, and the image lacks, is built: a directory named as uv names a
+ * managed installation (cpython-3.12.14-linux-x86_64-gnu), so every uv command finds it as one
+ * (`uv python install 3.12` says it is installed; `uv venv`, `uv run`, `-p`, `.python-version`,
+ * `requires-python` take it) as well as on the verifier's PATH.
+ */
+export function verifierPythonPrefix(version: string): string {
+  return `${VERIFIER_PYTHONS_DIR}/cpython-${version}-linux-${uvArch()}-gnu`;
 }
 
 /**
@@ -41,7 +54,7 @@ export function verifierStep(aptPackages: string[], needPython: string | undefin
     lines.push(`RUN ${script}`);
   }
   for (const python of pythons) {
-    lines.push(`# uvx -p ${python.minor}: CPython ${python.version} from source (${python.sourceImage}), as uv would have downloaded it`);
+    lines.push(`# Python ${python.minor} for uv: CPython ${python.version} from source (${python.sourceImage}), as uv would have downloaded it`);
     lines.push(`COPY --from=${python.sourceImage} / /usr/src/python`, `RUN sh /usr/src/python/build-cpython.sh ${python.prefix}`);
   }
   return [...lines, ...(user ? [`USER ${user}`] : []), ''].join('\n');
@@ -61,5 +74,6 @@ export function verifierEnvironment(imageEnv: Record<string, string>, pythons: V
     // UV_INDEX_URL, not UV_DEFAULT_INDEX: uv 0.9 lets that one beat a command line's --index-url.
     UV_INDEX_URL: VERIFIER_NO_INDEX,
     UV_PYTHON_DOWNLOADS: 'never',
+    ...(pythons.length > 0 ? { UV_PYTHON_INSTALL_DIR: VERIFIER_PYTHONS_DIR } : {}),
   };
 }

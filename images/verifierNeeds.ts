@@ -6,8 +6,8 @@
  *   uvx -w NAME==V / pip install NAME==V
  *                                 wheels downloaded into a wheel directory the
  *                                 verifier sees read-only
- *   uvx -p 3.X                    the interpreter uv must find on the image
  *   curl ... astral.sh/uv/...     uv itself (from PyPI) on the verifier's PATH
+ * The Pythons the tests ask uv for are read by pythonRequests.ts (every form uv takes).
  */
 import { readFileSync } from 'node:fs';
 
@@ -15,8 +15,6 @@ export interface VerifierNeeds {
   aptPackages: string[];
   /** Pinned requirements (NAME==VERSION), sorted. */
   requirements: string[];
-  /** Python versions uvx asks for with -p. */
-  uvxPythons: string[];
   usesUv: boolean;
 }
 
@@ -28,7 +26,6 @@ export function readVerifierNeeds(testScript: string): VerifierNeeds {
   const lines = text.split('\n').map((l) => l.replace(/(^|\s)#.*$/, '').trim());
   const apt = new Set<string>();
   const requirements = new Set<string>();
-  const pythons = new Set<string>();
   let usesUv = false;
   for (const line of lines) {
     for (const command of line.split(/&&|\|\||;|\|/)) {
@@ -46,12 +43,11 @@ export function readVerifierNeeds(testScript: string): VerifierNeeds {
         words.forEach((w, i) => {
           const next = words[i + 1];
           if ((w === '-w' || w === '--with') && next && REQUIREMENT.test(next)) requirements.add(next);
-          if ((w === '-p' || w === '--python') && next && /^3\.\d+$/.test(next)) pythons.add(next);
           if (w !== '-w' && w !== '--with' && REQUIREMENT.test(w) && words[i - 1] !== '-w') requirements.add(w);
         });
       }
       if (/astral\.sh\/uv/.test(command)) usesUv = true;
     }
   }
-  return { aptPackages: [...apt].sort(), requirements: [...requirements].sort(), uvxPythons: [...pythons].sort(), usesUv };
+  return { aptPackages: [...apt].sort(), requirements: [...requirements].sort(), usesUv };
 }

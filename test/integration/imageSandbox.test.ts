@@ -162,12 +162,12 @@ print(' '.join(sorted(os.listdir('/'))))`;
       }
     });
 
-    test("a python:3.X-slim-<release> base is that release with that CPython, as the official image: pip upgrades itself, /usr/local site-packages, the release's own OpenSSL; uvx -p of a Python the image lacks verifies offline", async () => {
+    test("a python:3.X-slim-<release> base is that release with that CPython, as the official image: pip upgrades itself, /usr/local site-packages, the release's own OpenSSL; a Python the image lacks, asked of uv only by tests/.python-version, is uv's managed installation offline (uv python install, uv venv)", async () => {
       const pyTask = loadTask(join(root, 'test/fixtures/python-base-task'));
       // The build itself checks pip and the layout: its RUN steps fail on Debian's packaged pip and dist-packages.
       const built = (await ensureTaskImage(pyTask, { log: (line) => process.stderr.write(`${line}\n`) })).image;
       assert.match(imageIdentity(built), /FROM python:3\.10-slim-bookworm -> Debian bookworm minbase with CPython 3\.10\.\d+ built from source/);
-      assert.match(imageIdentity(built), /verifier additions: uv \S+ \(PyPI\); CPython 3\.12\.\d+ at \/opt\/rollout-python\/3\.12; wheels pytest==8\.4\.1/);
+      assert.match(imageIdentity(built), /verifier additions: uv \S+ \(PyPI\); CPython 3\.12\.\d+ at \/opt\/rollout-python\/cpython-3\.12\.\d+-linux-x86_64-gnu; wheels pytest==8\.4\.1/);
       const { handle } = await provider.provision(sandboxSpecForTask(pyTask, { workflowId: 'python-base', runId: '', attempt: 0 }, {}, false, built));
       try {
         const r = await provider.exec(handle, 'cat /app/pip-version.txt; command -v pip; python3 -c "import six; print(six.__file__)"; python --version; cat /app/source-package.txt /app/subject.txt');
@@ -184,7 +184,7 @@ print(' '.join(sorted(os.listdir('/'))))`;
           ['untouched start', 0, undefined],
           ['reference solution', 1, undefined],
         ],
-        'the tests ran on CPython 3.12 built into the image, with no network',
+        'the tests ran on CPython 3.12 built into the image, found by uv as a managed installation, with no network',
       );
     });
 
