@@ -22,6 +22,7 @@ import { hashTree } from '../shared/hashTree.js';
 import { baseForImage, DEBIAN_SUITES } from './baseMap.js';
 import { CPYTHON_RELEASES, cpythonRelease, ensureCpythonSourceImage, type CpythonRelease } from './cpythonSource.js';
 import { pythonRequestsOf, resolvePythonRequest } from './pythonRequests.js';
+import { debianPythonSteps, stagePython, stagePythonRequests } from './buildPythons.js';
 import { buildCgroupParent } from './buildProcesses.js';
 import { buildLimits, capsHit, describeLimits, limitBuildCgroup, readCaps, runCgroup, timeoutReason, type CapReadings } from './buildLimits.js';
 import { BUILD_DNS, withBuildNetwork } from './buildNetwork.js';
@@ -35,7 +36,7 @@ import { ensureHostTrustImage, HOST_TRUST_BUNDLE_PATH, hostTrustSteps, type Host
 import { ensureToolImage, type ToolImage } from './toolImages.js';
 import { missingAptVersions, pinnedBeyondMirror } from './aptPins.js';
 import { readVerifierNeeds } from './verifierNeeds.js';
-import { verifierEnvironment, verifierPythonPrefix, verifierStep, type VerifierPython } from './verifierAdditions.js';
+import { VERIFIER_PYTHONS_DIR, verifierEnvironment, verifierPythonPrefix, verifierStep, type VerifierPython } from './verifierAdditions.js';
 import { ensureWheelhouse } from './wheelhouse.js';
 
 /** Bump when the way images are made changes, so old cache entries are not taken for new ones. */
@@ -170,7 +171,26 @@ export async function ensureTaskImage(task: LoadedTask, options: { log?: (line: 
   // Every stage on a base made here trusts what the host trusts, whatever tool it runs (hostTrust.ts).
   const trust = await ensureHostTrustImage(tools, env, log);
   const trustSteps = trust ? hostTrustSteps(trust) : undefined;
-  const rewritten = `${rewriteFroms(parsed, bases.map((b) => b.baseImage), toolTags, bases.map(() => trustSteps))}\n${verifierStep(needs.aptPackages, needPython, pythons, parsed.finalUser)}`;
+  // A stage whose uv steps need a Python its base lacks gets one (buildPythons.ts): Docker's uv would download it.
+  const stageRequests = stagePythonRequests(parsed, task.environmentDir);
+  const stageSteps: string[][] = [];
+  for (const [i, { recipe }] of recipes.entries()) {
+    const requests = stageRequests[i];
+    const wanted = requests ? stagePython(requests, recipe.cpython?.minor, DEBIAN_SUITES[recipe.suite].python, Object.keys(CPYTHON_RELEASES)) : { kind: 'base' as const };
+    const steps = [...(trustSteps ?? [])];
+    if (wanted.kind === 'debian') steps.push(...debianPythonSteps());
+    if (wanted.kind === 'none') notes.push(wanted.why);
+    if (wanted.kind === 'build') {
+      const source = await ensureCpythonSourceImage(tools, cpythonRelease(wanted.patch ?? wanted.minor, `${task.dir}/environment/Dockerfile`), env, log);
+      steps.push(
+        `COPY --from=${source.tag} / /usr/src/python`,
+        `RUN sh /usr/src/python/build-cpython.sh ${verifierPythonPrefix(source.release.version)} && rm -rf /usr/src/python`,
+        `ENV UV_PYTHON_INSTALL_DIR=${VERIFIER_PYTHONS_DIR}`,
+      );
+    }
+    stageSteps.push(steps);
+  }
+  const rewritten = `${rewriteFroms(parsed, bases.map((b) => b.baseImage), toolTags, stageSteps)}\n${verifierStep(needs.aptPackages, needPython, pythons, parsed.finalUser)}`;
   const contextHash = hashTree(task.environmentDir);
   const key = createHash('sha256')
     .update(

@@ -125,4 +125,17 @@ if (noTools) {
     );
     assert.equal(report.verifyMode, 'in-place');
   });
+
+  test("a build step's `uv run script.py` on a base without Python gets the Python the script's metadata asks for: Docker's uv would download one from github.com", async () => {
+    const task = loadTask(join(root, 'test/fixtures/uv-build-task'));
+    const report = await checkTask(task, provider);
+    assert.deepEqual(
+      report.cases.map((c) => [c.name, c.reward]),
+      [
+        ['untouched start', 0],
+        ['reference solution', 1],
+      ],
+      JSON.stringify(report.cases).slice(0, 2000),
+    );
+  });
 }

@@ -8,6 +8,8 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, test } from 'node:test';
+import { parseDockerfile } from '../../images/dockerfile.js';
+import { stagePython, stagePythonRequests } from '../../images/buildPythons.js';
 import { commandLineRequests, minorSatisfies, parseVersionRequest, pythonRequestsOf, resolvePythonRequest } from '../../images/pythonRequests.js';
 
 const scratch = mkdtempSync(join(tmpdir(), 'python-requests-'));
@@ -63,4 +65,22 @@ test('what a request needs: the image meets it, or the newest buildable minor th
   assert.deepEqual(resolvePythonRequest('>=3.12', '3.11', buildable), { build: '3.14' }, 'uv takes the newest');
   assert.equal(resolvePythonRequest('3.7', '3.11', buildable), undefined);
   assert.equal(resolvePythonRequest('<3.8', '3.11', buildable), undefined);
+});
+
+test("a Dockerfile's uv steps: each stage's requests (a script's inline metadata, -p), and the Python it gets", () => {
+  const context = join(scratch, 'context');
+  mkdirSync(context, { recursive: true });
+  writeFileSync(join(context, 'make.py'), '# /// script\n# requires-python = ">=3.13"\n# ///\nprint(1)\n');
+  const parsed = parseDockerfile(
+    ['FROM ubuntu:24.04 AS build', 'COPY make.py /root/', 'RUN uv run /root/make.py', 'FROM debian:bookworm-slim AS tools', 'RUN uv venv -p 3.12 /opt/v', 'FROM python:3.13-slim', 'RUN uv pip install --system six==1.17.0', 'FROM debian:bookworm-slim', 'RUN apt-get update'].join('\n'),
+    'environment/Dockerfile',
+  );
+  const requests = stagePythonRequests(parsed, context);
+  assert.deepEqual(requests.map((r) => (r === 'any' || r === undefined ? r : r.map((x) => x.request))), [['>=3.13'], ['3.12'], 'any', undefined]);
+  const buildable = ['3.10', '3.11', '3.12', '3.13', '3.14'];
+  assert.deepEqual(stagePython([{ request: '>=3.13', where: 'x' }], undefined, '3.13', buildable), { kind: 'debian', minor: '3.13' }, "trixie's python3 meets it");
+  assert.deepEqual(stagePython([{ request: '3.12', where: 'x' }], undefined, '3.11', buildable), { kind: 'build', minor: '3.12' });
+  assert.deepEqual(stagePython('any', '3.13', '3.11', buildable), { kind: 'base' });
+  assert.deepEqual(stagePython('any', undefined, '3.11', buildable), { kind: 'debian', minor: '3.11' });
+  assert.equal(stagePython([{ request: '3.7', where: 'x' }], undefined, '3.11', buildable).kind, 'none');
 });
