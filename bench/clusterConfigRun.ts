@@ -239,7 +239,7 @@ export async function runConfig(env: ConfigEnv, server: ServerUnderTest, spec: C
       taskQueues,
       ...env.placement,
       // The benchmark counts errors; it must not hide them behind retries.
-      failurePolicy: { infra: { retries: 0, backoffSec: 1, onExhausted: 'mask' } },
+      failurePolicy: { ...env.placement?.failurePolicy, infra: { retries: 0, backoffSec: 1, onExhausted: 'mask' } },
     });
     const wallMs = Date.now() - submitted;
     await sleep(spec.settleMs);

@@ -161,7 +161,7 @@ export async function runPipelineBatch(env: PipelineEnv, spec: PipelineRunSpec, 
       taskQueues: queues,
       ...env.placement,
       // The benchmark counts errors; it must not hide them behind retries.
-      failurePolicy: { infra: { retries: 0, backoffSec: 1, onExhausted: 'mask' } },
+      failurePolicy: { ...env.placement?.failurePolicy, infra: { retries: 0, backoffSec: 1, onExhausted: 'mask' } },
     });
     const groups: GroupResult[] = [];
     const collected = (async () => {

@@ -24,6 +24,9 @@ interface CallOutcome {
   exitCode: number | null;
   observation: string;
   state: SandboxStateDigest;
+  /** How long the call took, and the digest after it (what resume by replay adds to every call). */
+  callMs: number;
+  digestMs: number;
 }
 
 export interface TaskReplay {
@@ -38,6 +41,11 @@ export interface TaskReplay {
   differences: string[];
   /** Why the task could not be measured (its image does not build here, ...). */
   skipped?: string;
+  /** The digest after each call of the first run, and the calls themselves, in milliseconds. */
+  digestMs?: number[];
+  callMs?: number[];
+  /** Entries the last digest walked (files, directories, links of the agent's layer). */
+  digestEntries?: number;
   ms: number;
 }
 
@@ -61,8 +69,11 @@ async function runOnce(provider: LocalSandboxProvider, taskDir: string, run: num
   try {
     const out: CallOutcome[] = [];
     for (const call of oracleCalls(taskDir)) {
+      const callStarted = performance.now();
       const r = await executeToolCall(provider, handle, call, { workdir: handle.workdir, commandTimeoutSec: 1800, maxOutputBytes: 64 * 1024, remainingMs: 1800_000 });
-      out.push({ exitCode: r.exitCode, observation: r.observation, state: await provider.stateDigest(handle) });
+      const digestStarted = performance.now();
+      const state = await provider.stateDigest(handle);
+      out.push({ exitCode: r.exitCode, observation: r.observation, state, callMs: digestStarted - callStarted, digestMs: performance.now() - digestStarted });
     }
     return out;
   } finally {
@@ -111,14 +122,38 @@ export async function replayDeterminism(provider: LocalSandboxProvider, taskDir:
     if (!state) differences.push(`call ${i}: files differ in ${differingAreas(a.state, b.state)}`);
     else if (a.state.volatile?.digest !== b.state.volatile?.digest) differences.push(`call ${i}: caches, logs or bytecode differ (drift)`);
   });
-  return { task, calls: first.length, identical, sameExit, sameObservation, sameState, differences, ms: performance.now() - started };
+  const last = first.at(-1)?.state;
+  return {
+    task,
+    calls: first.length,
+    identical,
+    sameExit,
+    sameObservation,
+    sameState,
+    differences,
+    digestMs: first.map((c) => c.digestMs),
+    callMs: first.map((c) => c.callMs),
+    ...(last ? { digestEntries: last.files + (last.volatile?.files ?? 0) } : {}),
+    ms: performance.now() - started,
+  };
 }
 
 export function formatReplayDeterminism(rows: TaskReplay[]): string {
-  const lines = ['| task | oracle calls | identical | same exit | same output | same files | what differed |', '|:--|--:|--:|--:|--:|--:|:--|'];
+  const lines = [
+    '| task | oracle calls | identical | same exit | same output | same files | digest ms max (entries) | digest / call time | what differed |',
+    '|:--|--:|--:|--:|--:|--:|--:|--:|:--|',
+  ];
   for (const r of rows) {
-    if (r.skipped) lines.push(`| ${r.task} | - | - | - | - | - | not measured: ${r.skipped.replace(/\|/g, '/')} |`);
-    else lines.push(`| ${r.task} | ${r.calls} | ${r.identical} | ${r.sameExit} | ${r.sameObservation} | ${r.sameState} | ${r.differences.join('; ').replace(/\|/g, '/') || '-'} |`);
+    if (r.skipped) lines.push(`| ${r.task} | - | - | - | - | - | - | - | not measured: ${r.skipped.replace(/\|/g, '/')} |`);
+    else {
+      const digest = (r.digestMs ?? []).reduce((a, b) => a + b, 0);
+      const calls = (r.callMs ?? []).reduce((a, b) => a + b, 0);
+      const max = Math.max(0, ...(r.digestMs ?? []));
+      const share = calls > 0 ? `${((100 * digest) / calls).toFixed(1)} %` : '-';
+      lines.push(
+        `| ${r.task} | ${r.calls} | ${r.identical} | ${r.sameExit} | ${r.sameObservation} | ${r.sameState} | ${max.toFixed(0)} (${r.digestEntries ?? '?'}) | ${share} | ${r.differences.join('; ').replace(/\|/g, '/') || '-'} |`,
+      );
+    }
   }
   const measured = rows.filter((r) => !r.skipped);
   const restorable = measured.filter((r) => r.sameExit === r.calls && r.sameState === r.calls).length;

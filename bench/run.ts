@@ -8,6 +8,8 @@
  *   --setup defaults           worker setup of sections 2-4 (bench/workerSetups.ts SETUPS)
  *   --policy-calls queue|local where sections 2-4 run each turn's policy call (group.policyCalls; default queue)
  *   --attempt-on workflow|host where sections 2-4 and cluster run each attempt's agent loop (group.attemptOn; default workflow)
+ *   --resume replay|restart    how their attempts resume after an infra failure (failurePolicy.resume; default restart; replay:
+ *                              every tool call then records the digest of the sandbox's files)
  *   --sweep before,split       more setups to compare in section 3
  *   --deadline-min 6           a section 3/4 run still open after this is cut off and projected
  *   --db memory|file           the dev server's SQLite
@@ -86,6 +88,7 @@ const { values } = parseArgs({
     'model-max-tokens': { type: 'string', default: '256' },
     'policy-calls': { type: 'string' },
     'attempt-on': { type: 'string' },
+    resume: { type: 'string' },
     'cluster-configs': { type: 'string', default: 'dev,1,2,3' },
     'cluster-groups': { type: 'string', default: '6' },
     'cluster-group-size': { type: 'string', default: '4' },
@@ -109,7 +112,16 @@ if (attemptOnFlag !== undefined && attemptOnFlag !== 'workflow' && attemptOnFlag
   console.error(`--attempt-on ${JSON.stringify(attemptOnFlag)}: use workflow or host`);
   process.exit(2);
 }
-const placement: Placement = { ...(policyCallsFlag ? { policyCalls: policyCallsFlag } : {}), ...(attemptOnFlag ? { attemptOn: attemptOnFlag } : {}) };
+const resumeFlag = values.resume;
+if (resumeFlag !== undefined && resumeFlag !== 'replay' && resumeFlag !== 'restart') {
+  console.error(`--resume ${JSON.stringify(resumeFlag)}: use replay or restart`);
+  process.exit(2);
+}
+const placement: Placement = {
+  ...(policyCallsFlag ? { policyCalls: policyCallsFlag } : {}),
+  ...(attemptOnFlag ? { attemptOn: attemptOnFlag } : {}),
+  ...(resumeFlag ? { failurePolicy: { resume: resumeFlag } } : {}),
+};
 const list = (s: string): number[] => s.split(',').filter(Boolean).map(Number);
 type SectionId = number | 'cluster';
 const SECTION_IDS: SectionId[] = [1, 2, 3, 4, 5, 6, 'cluster'];
