@@ -21,12 +21,7 @@ export function createLogger(name = 'rollout-pipeline', file?: string): Logger {
  * activity-only by design (their own task queues; workflows run on the main worker), so
  * for them that line says nothing is wrong: it is logged at debug, every other SDK warning as is.
  */
-/**
- * Lines of the SDK that say nothing is wrong, logged at debug: a worker with activities only, and the host
- * watcher of an attempt on its host (activities/steps/onSandboxHost.ts watchHost) acknowledging its cancel
- * after the rollout, which does not wait for it, has completed.
- */
-const QUIET_NOTICES = ['No workflows registered, not polling for workflow tasks', 'Activity not found on completion'];
+const ACTIVITY_ONLY_NOTICE = 'No workflows registered, not polling for workflow tasks';
 
 export interface RuntimeSettings {
   /** host:port for Prometheus `/metrics`; no metrics endpoint when absent. */
@@ -53,23 +48,21 @@ export function installRuntime(logger: Logger, settings: RuntimeSettings = {}): 
     Runtime.install({
       ...(settings.shutdownSignals ? { shutdownSignals: settings.shutdownSignals } : {}),
       logger: new DefaultLogger(level, (entry) => {
-        const method = QUIET_NOTICES.some((notice) => entry.message.startsWith(notice)) ? 'debug' : entry.level === 'ERROR' ? 'error' : entry.level === 'WARN' ? 'warn' : entry.level === 'INFO' ? 'info' : 'debug';
+        const method = entry.message === ACTIVITY_ONLY_NOTICE ? 'debug' : entry.level === 'ERROR' ? 'error' : entry.level === 'WARN' ? 'warn' : entry.level === 'INFO' ? 'info' : 'debug';
         logger[method]({ ...entry.meta, sdk: true }, entry.message);
       }),
-      telemetryOptions: {
-        // The SDK core's own lines go to this logger (the worker's log file), not straight to the console.
-        logging: { filter: { core: level, other: 'ERROR' }, forward: {} },
-        ...(settings.metricsAddress
-          ? {
+      ...(settings.metricsAddress
+        ? {
+            telemetryOptions: {
               metrics: {
                 prometheus: {
                   bindAddress: settings.metricsAddress,
                   histogramBucketOverrides: Object.fromEntries(DURATION_HISTOGRAMS.map((name) => [name, [...DURATION_BUCKETS_MS]])),
                 },
               },
-            }
-          : {}),
-      },
+            },
+          }
+        : {}),
     });
   } catch (err) {
     if (settings.metricsAddress) throw new Error(`cannot serve metrics on ${settings.metricsAddress}: the Temporal Runtime of this process was already created (${String(err)})`);
